@@ -1,0 +1,115 @@
+"""``python train.py``: compose -> validate -> seed -> track -> build -> fit -> objective."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from functools import partial
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from meeple.config.schema import check_accelerator, validate
+from meeple.data.rollout import RolloutDataModule
+from meeple.envs.factory import make_env
+from meeple.errors import MeepleError
+from meeple.plugins.registry import load_backend
+from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
+from meeple.tracking.keys import EVAL_RETURN
+from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
+
+log = logging.getLogger("meeple")
+
+PHASE_INDEX = 0  # single-phase runs; multi-phase experiments number their phases
+
+
+def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
+    """Everything a run needs, built but not started (also used by config tests)."""
+    typed = validate(cfg)
+    hw, phase = typed["hardware"], typed["phase"]
+    if check_hardware:
+        check_accelerator(hw)
+    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
+
+    torch.set_num_threads(hw.torch_threads)
+    torch.set_float32_matmul_precision(hw.matmul_precision)
+    master = resolve_master_seed(cfg.seed)
+    seeds = PhaseSeeds(master, PHASE_INDEX)
+
+    env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
+    env_fn = partial(make_env, env_cfg)
+    # Specs come from a throwaway single env so the model is built before the collector.
+    probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
+    seed_process(seeds.seed(Component.MODEL_INIT))
+    actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
+    probe.close()
+    if hw.compile:
+        actor.module[0].module = torch.compile(actor.module[0].module)  # logits network
+
+    module = instantiate(cfg.phase.module)(
+        actor,
+        critic,
+        optimizer=instantiate(cfg.phase.optimizer),
+        anneal_lr=phase.anneal_lr,
+        **vars(phase.loss),
+    )
+    datamodule = RolloutDataModule(
+        env_fn=env_fn,
+        seeds=seeds,
+        num_workers=int(cfg.env.num_workers),
+        num_envs=int(cfg.env.num_envs),
+        rollout_steps=phase.rollout_steps,
+        ppo_epochs=phase.ppo_epochs,
+        minibatch_size=phase.minibatch_size,
+        collector_type=cfg.collector.type,
+    )
+    callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
+    rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
+    trainer_kwargs = dict(
+        accelerator=hw.accelerator,
+        devices=hw.devices,
+        precision=hw.precision,
+        max_epochs=rollouts,
+        gradient_clip_val=phase.max_grad_norm,
+        callbacks=list(callbacks.values()),
+        enable_progress_bar="progress" in callbacks,
+    )
+    return dict(
+        master_seed=master, seeds=seeds, module=module, datamodule=datamodule,
+        callbacks=callbacks, trainer_kwargs=trainer_kwargs, typed=typed,
+    )
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Train as configured; return ``cfg.optimized_metric`` (for sweeps)."""
+    parts = build_run(cfg)
+    master = parts["master_seed"]
+    log.info("master seed %d (%s)", master, "from config" if cfg.seed is not None else "drawn from os.urandom")
+    logger = make_mlflow_logger(cfg, master_seed=master)
+    if logger is not None:
+        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
+
+    seed_process(parts["seeds"].seed(Component.DATA))  # action sampling in the collector
+    trainer: L.Trainer = instantiate(cfg.trainer, logger=logger or False, **parts["trainer_kwargs"])
+    trainer.fit(parts["module"], datamodule=parts["datamodule"])
+
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    evaluation = parts["callbacks"].get("eval")
+    if evaluation is not None and evaluation.last_return is not None:
+        metrics[EVAL_RETURN] = evaluation.last_return
+        log.info("final greedy evaluation: mean return %.1f over %d episodes", evaluation.last_return,
+                 evaluation.episodes)
+    return metrics.get(cfg.optimized_metric)
+
+
+def main(cfg: DictConfig) -> float | None:
+    """Hydra entry point body: user errors print one clear line and exit 2."""
+    try:
+        return run(cfg)
+    except MeepleError as err:
+        print(f"meeple: error: {err}", file=sys.stderr)
+        sys.exit(2)
+

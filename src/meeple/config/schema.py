@@ -1,0 +1,167 @@
+"""Typed schemas for the config groups where a mistake is costly.
+
+``validate(cfg)`` runs before any work: it checks each costly group against its
+dataclass (unknown keys, wrong types), then cross-field rules, and raises one
+:class:`~meeple.errors.ConfigError` naming the key and what is accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from meeple.errors import ConfigError
+
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+ACCELERATORS = ("cpu", "cuda", "mps", "auto")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+@dataclass
+class Hardware:
+    name: str
+    accelerator: str
+    devices: int
+    precision: str
+    compile: bool
+    matmul_precision: str
+    torch_threads: int
+    num_envs: int
+    env_workers: int
+    inference_batch: int
+    replay_buffer_size: int
+
+
+@dataclass
+class Eval:
+    every_n_rollouts: int = 10
+    episodes: int = 20
+    max_steps: int = 1000
+
+
+@dataclass
+class Stop:
+    eval_return: float | None = None
+
+
+@dataclass
+class PPOLoss:
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_epsilon: float = 0.2
+    entropy_coef: float = 0.01
+    critic_coef: float = 0.5
+    normalize_advantage: bool = True
+
+
+@dataclass
+class PPOPhase:
+    name: str
+    module: Any
+    optimizer: Any
+    rollout_steps: int
+    total_frames: int
+    ppo_epochs: int
+    minibatch_size: int
+    lr: float
+    anneal_lr: bool
+    max_grad_norm: float | None
+    loss: PPOLoss = field(default_factory=PPOLoss)
+    eval: Eval = field(default_factory=Eval)
+    stop: Stop = field(default_factory=Stop)
+
+
+@dataclass
+class Transition:
+    name: str
+    carry_weights: bool
+    reset_optimizer: bool
+
+
+PHASE_SCHEMAS: dict[str, type] = {"ppo": PPOPhase}
+
+
+def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
+    """The group as a typed object; unknown keys and bad types become ConfigError."""
+    node = cfg.get(key)
+    if node is None:
+        raise ConfigError(f"config group {key!r} is missing; pick one with {key}=<option>")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=True))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        where = f"{key}.{err.full_key}" if getattr(err, "full_key", None) else key
+        accepted = ", ".join(f.name for f in schema.__dataclass_fields__.values())
+        msg = str(err).splitlines()[0]
+        raise ConfigError(f"{where}: {msg} (accepted keys of {key}: {accepted})") from None
+
+
+def _require(ok: bool, key: str, value: Any, accepted: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed; accepted: {accepted}")
+
+
+def validate(cfg: DictConfig) -> dict[str, Any]:
+    """Check the composed config; return the typed groups (``hardware``, ``phase``, ``transition``)."""
+    hw: Hardware = _checked(cfg, "hardware", Hardware)
+    _require(hw.accelerator in ACCELERATORS, "hardware.accelerator", hw.accelerator, ", ".join(ACCELERATORS))
+    _require(hw.precision in PRECISIONS, "hardware.precision", hw.precision, ", ".join(PRECISIONS))
+    _require(
+        hw.matmul_precision in MATMUL_PRECISIONS, "hardware.matmul_precision", hw.matmul_precision,
+        ", ".join(MATMUL_PRECISIONS),
+    )
+    for name in ("devices", "torch_threads", "num_envs", "env_workers", "inference_batch"):
+        _require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
+
+    phase_name = cfg.get("phase", {}).get("name")
+    if phase_name not in PHASE_SCHEMAS:
+        raise ConfigError(f"phase.name={phase_name!r}; accepted: {', '.join(PHASE_SCHEMAS)}")
+    phase: PPOPhase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
+    transition: Transition = _checked(cfg, "transition", Transition)
+
+    for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
+        _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
+    _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
+    _require(0 < phase.loss.gamma <= 1, "phase.loss.gamma", phase.loss.gamma, "a float in (0, 1]")
+    _require(0 <= phase.loss.gae_lambda <= 1, "phase.loss.gae_lambda", phase.loss.gae_lambda, "a float in [0, 1]")
+    _require(phase.loss.clip_epsilon > 0, "phase.loss.clip_epsilon", phase.loss.clip_epsilon, "a float > 0")
+    _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
+             phase.max_grad_norm, "null or a float > 0")
+    for name in ("every_n_rollouts", "episodes", "max_steps"):
+        _require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
+
+    env = cfg.get("env")
+    if env is None or "backend" not in env:
+        raise ConfigError("env.backend is missing; choose an env with env=<name>")
+    num_envs, num_workers = int(env.num_envs), int(env.num_workers)
+    _require(num_envs >= 1, "env.num_envs", num_envs, "an integer >= 1")
+    _require(num_workers >= 1, "env.num_workers", num_workers, "an integer >= 1")
+    frames = num_envs * num_workers * phase.rollout_steps
+    if phase.minibatch_size > frames:
+        raise ConfigError(
+            f"phase.minibatch_size={phase.minibatch_size} is larger than one rollout "
+            f"(env.num_envs * env.num_workers * phase.rollout_steps = {num_envs}*{num_workers}*"
+            f"{phase.rollout_steps} = {frames}); accepted: 1..{frames}"
+        )
+    if phase.total_frames < frames:
+        raise ConfigError(
+            f"phase.total_frames={phase.total_frames} is less than one rollout ({frames} frames); "
+            f"accepted: >= {frames}"
+        )
+    return {"hardware": hw, "phase": phase, "transition": transition}
+
+
+def check_accelerator(hw: Hardware) -> None:
+    """A GPU profile on a machine without CUDA fails here, before any work."""
+    import torch
+
+    if hw.accelerator == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"hardware={hw.name} needs a CUDA GPU, but torch.cuda.is_available() is False on this machine; "
+            "run with hardware=cpu"
+        )
+    if hw.accelerator == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"hardware={hw.name} needs Apple MPS, which is not available here; run with hardware=cpu")

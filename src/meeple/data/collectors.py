@@ -1,0 +1,50 @@
+"""Collector factory: one TorchRL collector type per ``collector.type``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torchrl.collectors import BaseCollector, Collector, MultiSyncCollector
+from torchrl.envs import EnvBase
+
+from meeple.errors import ConfigError
+
+COLLECTOR_TYPES = ("auto", "sync", "multisync")
+
+
+def build_collector(
+    collector_type: str,
+    env_fns: Sequence[Callable[[], EnvBase]],
+    policy: torch.nn.Module,
+    *,
+    frames_per_batch: int,
+    policy_device: torch.device | str = "cpu",
+) -> BaseCollector:
+    """A collector yielding ``frames_per_batch`` frames per iteration, forever.
+
+    ``env_fns`` holds one factory per worker. ``sync`` runs one worker in this
+    process and acts with ``policy`` itself (no weight copy); ``multisync``
+    runs one process per worker and receives weights through
+    ``update_policy_weights_()`` at rollout boundaries.
+    """
+    if collector_type not in COLLECTOR_TYPES:
+        raise ConfigError(f"collector.type={collector_type!r}; accepted: {', '.join(COLLECTOR_TYPES)}")
+    if collector_type == "auto":
+        collector_type = "sync" if len(env_fns) == 1 else "multisync"
+    common = dict(
+        frames_per_batch=frames_per_batch,
+        total_frames=-1,
+        policy_device=policy_device,
+        env_device="cpu",
+        storing_device="cpu",
+        auto_register_policy_transforms=False,
+    )
+    if collector_type == "sync":
+        if len(env_fns) != 1:
+            raise ConfigError(
+                f"collector.type=sync runs one env worker, but env.num_workers={len(env_fns)}; "
+                "use collector=multisync or collector=auto"
+            )
+        return Collector(env_fns[0](), policy, **common)
+    return MultiSyncCollector(list(env_fns), policy, **common)

@@ -1,0 +1,24 @@
+"""Backend-neutral env construction: plugin env + the core's episode bookkeeping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
+
+from meeple.plugins.registry import load_backend
+
+
+def make_env(env_cfg: Mapping[str, Any], *, num_envs: int, seed: int, device: str = "cpu") -> EnvBase:
+    """A seeded batch of ``num_envs`` envs from the backend named by ``env_cfg['backend']``.
+
+    Adds ``episode_reward`` and ``step_count`` so returns and lengths can be read
+    at done steps whatever the backend. Module-level and fed plain dicts so it
+    pickles into collector worker processes.
+    """
+    backend = load_backend(env_cfg["backend"])
+    env = backend.make_env(env_cfg, num_envs=num_envs, device=device)
+    env = TransformedEnv(env, Compose(RewardSum(), StepCounter()))
+    env.set_seed(seed)
+    return env

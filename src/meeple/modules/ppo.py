@@ -1,0 +1,88 @@
+"""PPO as a LightningModule: clipped surrogate + value loss + entropy bonus, GAE advantages.
+
+The math lives in TorchRL's ``ClipPPOLoss`` and ``GAE``; this module owns the
+optimisation schedule and what is logged. Data arrives from
+:class:`meeple.data.rollout.RolloutDataModule`, which calls
+:meth:`compute_advantages` once per rollout and then yields minibatches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+
+from meeple.modules.base import RolloutModule
+
+# Per-minibatch diagnostics from ClipPPOLoss, logged under train/.
+_DIAGNOSTICS = ("clip_fraction", "kl_approx", "entropy", "ESS", "explained_variance")
+
+
+class PPOModule(RolloutModule):
+    def __init__(
+        self,
+        actor: torch.nn.Module,
+        critic: torch.nn.Module,
+        *,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        anneal_lr: bool,
+        gamma: float,
+        gae_lambda: float,
+        clip_epsilon: float,
+        entropy_coef: float,
+        critic_coef: float,
+        normalize_advantage: bool,
+    ) -> None:
+        super().__init__()
+        self.actor = actor
+        self.critic = critic
+        self.optimizer_factory = optimizer
+        self.anneal_lr = anneal_lr
+        self.loss_module = ClipPPOLoss(
+            actor,
+            critic,
+            clip_epsilon=clip_epsilon,
+            entropy_bonus=entropy_coef > 0,
+            entropy_coeff=entropy_coef,
+            critic_coeff=critic_coef,
+            loss_critic_type="l2",
+            normalize_advantage=normalize_advantage,
+        )
+        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=critic, average_gae=False)
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        """What the collector acts with (stochastic; greedy under DETERMINISTIC exploration)."""
+        return self.actor
+
+    @torch.no_grad()
+    def compute_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
+        """Writes ``advantage`` and ``value_target`` (A_t = sum_l (gamma*lambda)^l delta_{t+l})."""
+        return self.advantage_module(rollout)
+
+    def training_step(self, batch: TensorDictBase, batch_idx: int) -> torch.Tensor:
+        losses = self.loss_module(batch)
+        loss = losses["loss_objective"] + losses["loss_critic"]
+        if "loss_entropy" in losses.keys():
+            loss = loss + losses["loss_entropy"]
+        n = batch.numel()
+        self.log("loss/total", loss.detach(), prog_bar=True, batch_size=n)
+        for key in ("loss_objective", "loss_critic", "loss_entropy"):
+            if key in losses.keys():
+                self.log(f"loss/{key.removeprefix('loss_')}", losses[key].detach(), batch_size=n)
+        for key in _DIAGNOSTICS:
+            if key in losses.keys():
+                self.log(f"train/{key}", losses[key].detach().float().mean(), batch_size=n)
+        return loss
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.loss_module.parameters())
+        if not self.anneal_lr:
+            return optimizer
+        rollouts = max(int(self.trainer.max_epochs or 1), 1)
+        # Linear decay to zero over the run, stepped once per rollout.
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda r: max(1.0 - r / rollouts, 0.0))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "epoch"}}

@@ -1,0 +1,31 @@
+"""What an env backend plugin provides to the core.
+
+A plugin is an installable package that declares an entry point in the group
+``meeple.plugins``; the entry point's name is the backend name used in
+``env.backend`` and its value is an object satisfying :class:`EnvBackend`.
+Its Hydra configs live in ``<package>/conf/`` (found by the search-path plugin,
+so the core never imports plugin code to compose a config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from torchrl.envs import EnvBase
+
+
+@runtime_checkable
+class EnvBackend(Protocol):
+    """A factory of TorchRL environments for one backend.
+
+    ``make_env`` returns an env whose batch size is ``(num_envs,)`` and that
+    steps all of them in one call (per-step overhead is paid per batch).
+    Discrete actions are integer indices (``Categorical`` spec). The core adds
+    episode bookkeeping transforms and seeds the env; the backend must not.
+    """
+
+    name: str
+
+    def make_env(self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu") -> EnvBase:
+        ...

@@ -1,0 +1,78 @@
+"""Seed hierarchy: master seed -> phase -> component, via numpy SeedSequence.
+
+Every random stream is drawn from ``SeedSequence(master, spawn_key=(phase, component))``
+with a fixed component index, so adding a component never shifts another's
+stream, and nearby master seeds give unrelated streams (never ``seed + i``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import torch
+
+
+class Component(IntEnum):
+    """Fixed spawn index of each consumer of randomness (never renumber)."""
+
+    MODEL_INIT = 0
+    DATA = 1  # minibatch shuffling, action sampling
+    AUGMENTATION = 2
+    ENV = 3
+    OPPONENT = 4
+    EVALUATION = 5
+
+
+def resolve_master_seed(seed: int | None) -> int:
+    """The configured master seed, or a fresh one from ``os.urandom`` (log it)."""
+    if seed is None:
+        return int.from_bytes(os.urandom(4), "little")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be null or an integer in [0, 2**63), got {seed!r}")
+    return seed
+
+
+def phase_sequence(master: int, phase: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(master, spawn_key=(phase,))
+
+
+def _to_int(seq: np.random.SeedSequence) -> int:
+    """A 32-bit seed for libraries that take an int (torch, gymnasium)."""
+    return int(seq.generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class PhaseSeeds:
+    """The seeds of one phase of a run; every component draws from its own branch."""
+
+    master: int
+    phase: int
+
+    def sequence(self, component: Component) -> np.random.SeedSequence:
+        """Equals ``phase_sequence(master, phase).spawn(n)[component]`` for any n > component."""
+        return np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component)))
+
+    def seed(self, component: Component) -> int:
+        return _to_int(self.sequence(component))
+
+    def worker_seeds(self, component: Component, n: int) -> list[int]:
+        """One independent seed per worker of a component (children 0..n-1)."""
+        return [_to_int(child) for child in self.sequence(component).spawn(n)]
+
+    def stream(self, component: Component, offset: int = 0) -> Iterator[int]:
+        """An endless stream of fresh seeds (e.g. one per evaluation), independent of worker_seeds."""
+        seq = np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component), 2**31 + offset))
+        while True:
+            yield _to_int(seq.spawn(1)[0])
+
+
+def seed_process(seed: int) -> None:
+    """Seed the global generators of torch, numpy and ``random`` in this process."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
