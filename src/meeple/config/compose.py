@@ -1,0 +1,26 @@
+"""Compose the project's configs outside ``train.py`` (tests, benchmarks, notebooks)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+import meeple
+
+
+def conf_dir() -> Path:
+    """The project's ``conf/``: ``$MEEPLE_CONF_DIR`` or the checkout meeple runs from."""
+    if env := os.environ.get("MEEPLE_CONF_DIR"):
+        return Path(env).resolve()
+    # src/meeple/__init__.py -> repository root (editable install from a checkout)
+    return Path(meeple.__file__).resolve().parents[2] / "conf"
+
+
+def compose_config(overrides: Sequence[str] = (), *, config_name: str = "train") -> DictConfig:
+    """The config ``python train.py <overrides>`` would run with (without Hydra's runtime keys)."""
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
