@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from functools import partial
 
 import lightning as L
@@ -15,12 +16,17 @@ from meeple.config.schema import check_accelerator, validate
 from meeple.data.rollout import RolloutDataModule
 from meeple.envs.factory import make_env
 from meeple.errors import MeepleError
+from meeple.nets.compile import compile_networks
 from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
 from meeple.tracking.keys import EVAL_RETURN
 from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
 
 log = logging.getLogger("meeple")
+
+# Known, harmless notices from libraries (our dataset's __len__ is exact: one worker).
+warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__` defined")
+warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\)")
 
 PHASE_INDEX = 0  # single-phase runs; multi-phase experiments number their phases
 
@@ -46,7 +52,7 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
     probe.close()
     if hw.compile:
-        actor.module[0].module = torch.compile(actor.module[0].module)  # logits network
+        compile_networks(actor, critic)
 
     module = instantiate(cfg.phase.module)(
         actor,
@@ -82,8 +88,8 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     )
 
 
-def run(cfg: DictConfig) -> float | None:
-    """Train as configured; return ``cfg.optimized_metric`` (for sweeps)."""
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train as configured; return the final value of every logged metric."""
     parts = build_run(cfg)
     master = parts["master_seed"]
     log.info("master seed %d (%s)", master, "from config" if cfg.seed is not None else "drawn from os.urandom")
@@ -102,7 +108,12 @@ def run(cfg: DictConfig) -> float | None:
         metrics[EVAL_RETURN] = evaluation.last_return
         log.info("final greedy evaluation: mean return %.1f over %d episodes", evaluation.last_return,
                  evaluation.episodes)
-    return metrics.get(cfg.optimized_metric)
+    return metrics
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Train and return ``cfg.optimized_metric`` (the objective for sweeps)."""
+    return train(cfg).get(cfg.optimized_metric)
 
 
 def main(cfg: DictConfig) -> float | None:

@@ -1,0 +1,46 @@
+"""Every experiment x hardware profile composes, validates and instantiates (no training)."""
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from meeple.cli.train import build_run
+from meeple.config.compose import conf_dir
+
+EXPERIMENTS = [None] + sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+HARDWARE = sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
+
+
+def test_profiles_and_recipes_exist():
+    assert {"cpu", "rtx6000", "rtx4090", "h100", "h200"} <= set(HARDWARE)
+    assert "cartpole_ppo" in EXPERIMENTS
+
+
+def test_train_yaml_has_no_experiment_default():
+    # `+experiment=X` only works when the root defaults list does not name the group.
+    text = (conf_dir() / "train.yaml").read_text()
+    assert "experiment:" not in text.split("_self_")[0].replace("experiment_name", "")
+
+
+@pytest.mark.parametrize("hardware", HARDWARE)
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_compose_and_instantiate(compose, experiment, hardware):
+    overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
+    cfg = compose(overrides)
+    parts = build_run(cfg, check_hardware=False)
+    kwargs = dict(parts["trainer_kwargs"])
+    assert kwargs["max_epochs"] >= 1
+    if kwargs["accelerator"] == "cuda" and not torch.cuda.is_available():
+        kwargs["accelerator"] = "cpu"  # the profile's other choices must still be valid Lightning args
+    trainer = instantiate(cfg.trainer, logger=False, **kwargs)
+    assert trainer.max_epochs == kwargs["max_epochs"]
+    assert parts["datamodule"].frames_per_batch >= cfg.phase.minibatch_size
+
+
+def test_default_run_is_the_cartpole_recipe(compose):
+    from omegaconf import OmegaConf
+
+    default = OmegaConf.to_container(compose(), resolve=False)
+    recipe = OmegaConf.to_container(compose(["+experiment=cartpole_ppo"]), resolve=False)
+    default.pop("experiment_name"), recipe.pop("experiment_name")
+    assert default == recipe

@@ -1,0 +1,77 @@
+"""The real CLI in subprocesses, from an empty folder, as a user would run it."""
+
+import subprocess
+import sys
+
+import mlflow
+import pytest
+
+from tests.conftest import REPO
+
+TRAIN = str(REPO / "train.py")
+
+
+def train(cwd, *args, timeout=300):
+    return subprocess.run(
+        [sys.executable, TRAIN, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_debug_tiny_runs_every_stage_and_is_tracked(tmp_path):
+    done = train(tmp_path, "debug=tiny", "seed=3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "final greedy evaluation" in done.stderr + done.stdout
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/mlflow.db")
+    experiment = client.get_experiment_by_name("default")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    assert tags["seed"] == "3" and tags["hardware"] == "cpu" and tags["experiment"] == "default"
+    assert "git_sha" in tags
+    params = run.data.params
+    assert params["phase/rollout_steps"] == "16" and params["seed"] == "3"
+    metrics = run.data.metrics
+    for key in ("eval/episode_return", "perf/frames_per_s", "train/episode_return", "loss/total",
+                "loss/objective", "loss/critic"):
+        assert key in metrics, sorted(metrics)
+    artifacts = [a.path for a in client.list_artifacts(run.info.run_id)]
+    assert "config.yaml" in artifacts
+
+
+def test_experiment_and_overrides_and_print_config(tmp_path):
+    done = train(tmp_path, "+experiment=cartpole_ppo", "hardware=cpu", "seed=7", "phase.lr=1e-3", "--cfg", "job")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "experiment_name: cartpole_ppo" in done.stdout
+    assert "seed: 7" in done.stdout and "lr: 0.001" in done.stdout
+    assert not (tmp_path / "outputs").exists(), "--cfg must not run anything"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["hardware=h100"], "hardware=h100 needs a CUDA GPU"),
+        (["phase.minibatch_size=999999"], "phase.minibatch_size=999999 is larger than one rollout"),
+        (["env.backend=nope"], "installed: gym"),
+    ],
+)
+def test_user_errors_are_one_clear_line(tmp_path, args, message):
+    import torch
+
+    if args == ["hardware=h100"] and torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    done = train(tmp_path, "debug=tiny", *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_env_lists_installed_envs(tmp_path):
+    done = train(tmp_path, "env=nope")
+    assert done.returncode != 0
+    assert "cartpole" in done.stderr and "gym" in done.stderr
+
+
+def test_multiprocess_collection(tmp_path):
+    done = train(tmp_path, "debug=tiny", "env.num_workers=2", "phase.total_frames=256", "tracking=none")
+    assert done.returncode == 0, done.stderr[-3000:]
