@@ -8,7 +8,7 @@ from lightning.pytorch.callbacks import RichProgressBar
 SHOWN = {
     "train/episode_return": "return",
     "eval/episode_return": "eval_return",
-    "loss/total": "loss",
+    "loss": "loss",
 }
 
 

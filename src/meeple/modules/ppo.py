@@ -69,13 +69,17 @@ class PPOModule(RolloutModule):
         if "loss_entropy" in losses.keys():
             loss = loss + losses["loss_entropy"]
         n = batch.numel()
-        self.log("loss/total", loss.detach(), prog_bar=True, batch_size=n)
+        # Live value for the progress bar only; the logger gets per-rollout means
+        # (one tracking write per rollout instead of one per minibatch).
+        self.log("loss", loss.detach(), prog_bar=True, logger=False, batch_size=n)
+        logged = {"loss/total": loss.detach()}
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
-                self.log(f"loss/{key.removeprefix('loss_')}", losses[key].detach(), batch_size=n)
+                logged[f"loss/{key.removeprefix('loss_')}"] = losses[key].detach()
         for key in _DIAGNOSTICS:
             if key in losses.keys():
-                self.log(f"train/{key}", losses[key].detach().float().mean(), batch_size=n)
+                logged[f"train/{key}"] = losses[key].detach().float().mean()
+        self.log_dict(logged, on_step=False, on_epoch=True, batch_size=n)
         return loss
 
     def configure_optimizers(self):
