@@ -71,7 +71,10 @@ class BenchTimer(L.Callback):
 def _timed(batches: Iterator, clock: RunClock) -> Iterator:
     while True:
         start = time.perf_counter()
-        batch = next(batches)
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
         clock.add_collect(time.perf_counter() - start, batch.numel())
         yield batch
 

@@ -122,6 +122,7 @@ def summarize(runs: list[dict[str, Any]], impls: list[str]) -> dict[str, Any]:
             "errors": len([r for r in runs if r["impl"] == impl and "error" in r]),
             "solved": sum(bool(r["solved"]) for r in ok),
             "unsolved_seeds": [r["seed"] for r in ok if not r["solved"]],
+            "code_fingerprints": sorted({r["code_fingerprint"] for r in ok if r.get("code_fingerprint")}),
         }
         for key in keys:
             values = [float(r[key]) for r in ok if r.get(key) is not None]
@@ -185,14 +186,17 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def git_sha() -> str:
+def git_state() -> dict[str, Any]:
+    """HEAD and the uncommitted changes the runs measured (the tree may be shared)."""
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return out.stdout if out.returncode == 0 else ""
+
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or "unknown"
+        return {"sha": git("rev-parse", "HEAD").strip() or "unknown",
+                "uncommitted": git("status", "--porcelain").splitlines()}
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return {"sha": "unknown", "uncommitted": []}
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
@@ -258,6 +262,9 @@ def render(summary: dict[str, Any], ratio_table: dict[str, Any], hparams: dict[s
         if entry["unsolved_seeds"]:
             console.print(f"[yellow]{impl}: not solved within total_frames for seeds {entry['unsolved_seeds']}"
                           " (its time is the whole run: a lower bound)[/yellow]")
+        if len(entry["code_fingerprints"]) > 1:
+            console.print(f"[red]{impl}: the meeple tree changed between runs (code fingerprints "
+                          f"{entry['code_fingerprints']}); its seeds measured different code[/red]")
         if entry["errors"]:
             console.print(f"[red]{impl}: {entry['errors']} run(s) failed; see the JSON file for log tails[/red]")
 
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     payload: dict[str, Any] = {
         "benchmark": "ppo",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git_sha": git_sha(),
+        "git": git_state(),
         "command": ["python", "-m", "meeple.bench", "ppo", *(argv if argv is not None else sys.argv[1:])],
         "machine": machine_info(),
         "hparams": {**hp.to_dict(), "frames_per_batch": hp.frames_per_batch, "num_rollouts": hp.num_rollouts},
