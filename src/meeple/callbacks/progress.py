@@ -8,11 +8,13 @@ from lightning.pytorch.callbacks import RichProgressBar
 SHOWN = {
     "train/episode_return": "return",
     "eval/episode_return": "eval_return",
-    "loss": "loss",
 }
 
 
 class MeepleProgressBar(RichProgressBar):
     def get_metrics(self, trainer, pl_module):
-        metrics = super().get_metrics(trainer, pl_module)
-        return {SHOWN[k]: v for k, v in metrics.items() if k in SHOWN}
+        metrics = {SHOWN[k]: v for k, v in super().get_metrics(trainer, pl_module).items() if k in SHOWN}
+        # Per-minibatch values the module keeps without calling self.log (see modules/base.py).
+        for key, value in getattr(pl_module, "live", {}).items():
+            metrics[key] = f"{float(value):.3f}"
+        return metrics

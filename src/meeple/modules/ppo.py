@@ -68,18 +68,15 @@ class PPOModule(RolloutModule):
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
             loss = loss + losses["loss_entropy"]
-        n = batch.numel()
-        # Live value for the progress bar only; the logger gets per-rollout means
-        # (one tracking write per rollout instead of one per minibatch).
-        self.log("loss", loss.detach(), prog_bar=True, logger=False, batch_size=n)
-        logged = {"loss/total": loss.detach()}
+        metrics = {"loss/total": loss}
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
-                logged[f"loss/{key.removeprefix('loss_')}"] = losses[key].detach()
+                metrics[f"loss/{key.removeprefix('loss_')}"] = losses[key]
         for key in _DIAGNOSTICS:
             if key in losses.keys():
-                logged[f"train/{key}"] = losses[key].detach().float().mean()
-        self.log_dict(logged, on_step=False, on_epoch=True, batch_size=n)
+                metrics[f"train/{key}"] = losses[key].mean()
+        self.accumulate(metrics)  # logged as per-rollout means
+        self.live["loss"] = loss.detach()
         return loss
 
     def configure_optimizers(self):
