@@ -37,6 +37,7 @@ def test_debug_tiny_runs_every_stage_and_is_tracked(tmp_path):
         assert key in metrics, sorted(metrics)
     artifacts = [a.path for a in client.list_artifacts(run.info.run_id)]
     assert "config.yaml" in artifacts
+    assert (tmp_path / "outputs" / "mlartifacts").is_dir() and not (tmp_path / "mlruns").exists()
 
 
 def test_experiment_and_overrides_and_print_config(tmp_path):

@@ -52,11 +52,14 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | N
         "host": platform.node(),
         "meeple_version": meeple.__version__,
     }
+    artifacts = tracking.get("artifact_location")
     return MLFlowLogger(
         experiment_name=str(tracking.experiment),
         run_name=run_name,
         tracking_uri=tracking.uri,
         tags=tags,
+        # Only used when the experiment is created; an absolute URI so any cwd finds it.
+        artifact_location=Path(artifacts).expanduser().resolve().as_uri() if artifacts else None,
     )
 
 
