@@ -121,6 +121,8 @@ def main(cfg: DictConfig) -> float | None:
     try:
         return run(cfg)
     except MeepleError as err:
+        if OmegaConf.select(cfg, "trial.number") is not None:
+            raise  # a sweep trial: the sweeper records it FAIL with this message and goes on
         print(f"meeple: error: {err}", file=sys.stderr)
         sys.exit(2)
 

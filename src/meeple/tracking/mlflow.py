@@ -1,16 +1,33 @@
-"""MLflow run setup: one Lightning MLFlowLogger per run, with tags and the config artifact."""
+"""MLflow run setup: one Lightning MLFlowLogger per run, with tags and the config artifact.
+
+Every run records: the composed config (params + ``config.yaml``), git sha and dirty flag,
+seed, hardware profile, host (name, OS, Python, CPUs, memory, GPUs), meeple's and the key
+packages' versions, its Hydra run directory, and MLflow's system metrics (``system/*``:
+CPU, memory, disk, network, GPU when present) sampled by a background thread. Inside a
+sweep (``tracking.parent_run_id`` set) the run is nested under the sweep's parent run.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from omegaconf import DictConfig, OmegaConf
 
 import meeple
+
+log = logging.getLogger(__name__)
+
+# Packages whose versions every run records (tag ``version.<name>``).
+KEY_PACKAGES = ("torch", "torchrl", "tensordict", "lightning", "hydra-core", "optuna", "mlflow", "gymnasium")
+PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests the run under its parent
 
 
 def git_state(cwd: Path | None = None) -> tuple[str, bool]:
@@ -26,6 +43,71 @@ def git_state(cwd: Path | None = None) -> tuple[str, bool]:
         return "unknown", False
 
 
+def package_versions() -> dict[str, str]:
+    """``version.<package>`` tags for meeple and :data:`KEY_PACKAGES`."""
+    versions = {"version.meeple": meeple.__version__}
+    for name in KEY_PACKAGES:
+        try:
+            versions[f"version.{name}"] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[f"version.{name}"] = "not installed"
+    return versions
+
+
+def host_info() -> dict[str, str]:
+    """``host*`` tags: name, OS, Python, CPU count, memory and GPUs of this machine."""
+    info = {
+        "host": platform.node(),
+        "host.os": platform.platform(),
+        "host.python": platform.python_version(),
+        "host.cpus": str(os.cpu_count()),
+    }
+    try:
+        import psutil
+
+        info["host.memory_gb"] = f"{psutil.virtual_memory().total / 2**30:.1f}"
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            info["host.gpus"] = ", ".join(names)
+        else:
+            info["host.gpus"] = "none"
+    except Exception:  # a broken driver must not stop tracking
+        info["host.gpus"] = "unknown"
+    return info
+
+
+def environment_tags() -> dict[str, str]:
+    """Tags every MLflow run of the project carries (training runs and sweep parents)."""
+    sha, dirty = git_state()
+    return {"git_sha": sha, "git_dirty": str(dirty), **host_info(), **package_versions()}
+
+
+def run_directory() -> str | None:
+    """This job's Hydra output directory, when Hydra runs the job."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return str(HydraConfig.get().runtime.output_dir)
+    except Exception:
+        pass
+    return None
+
+
+def get_or_create_experiment(client: Any, name: str, artifact_location: str | None) -> str:
+    """The id of MLflow experiment ``name``, created (with ``artifact_location``) if missing."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None and experiment.lifecycle_stage != "deleted":
+        return experiment.experiment_id
+    location = Path(artifact_location).expanduser().resolve().as_uri() if artifact_location else None
+    return client.create_experiment(name, artifact_location=location)
+
+
 def _ensure_sqlite_parent(uri: str) -> None:
     # sqlite cannot create the folder that holds the database file.
     if uri.startswith("sqlite:///"):
@@ -38,29 +120,86 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | N
     if not tracking.uri:
         return None
     _ensure_sqlite_parent(tracking.uri)
-    sha, dirty = git_state()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_name = tracking.run_name or f"{cfg.experiment_name}-s{master_seed}-{stamp}"
     tags = {
-        "git_sha": sha,
-        "git_dirty": str(dirty),
+        **environment_tags(),
         "seed": str(master_seed),
         "experiment": str(cfg.experiment_name),
         "hardware": str(cfg.hardware.name),
         "env": str(cfg.env.get("id", cfg.env.backend)),
         "phase": str(cfg.phase.name),
-        "host": platform.node(),
         "meeple_version": meeple.__version__,
     }
+    if run_dir := run_directory():
+        tags["run_dir"] = run_dir
+    # Inside a sweep: nest under the sweep's parent run and say which trial this is.
+    if parent := OmegaConf.select(cfg, "tracking.parent_run_id", default=None):
+        tags[PARENT_RUN_TAG] = str(parent)
+    trial_number = OmegaConf.select(cfg, "trial.number", default=None)
+    if trial_number is not None:
+        study = OmegaConf.select(cfg, "trial.study", default=None)
+        tags.update(optuna_study=str(study), optuna_trial=str(trial_number))
+        if not tracking.run_name:
+            run_name = f"{study}-trial{trial_number}"
     artifacts = tracking.get("artifact_location")
-    return MLFlowLogger(
+    return MeepleMLFlowLogger(
         experiment_name=str(tracking.experiment),
         run_name=run_name,
         tracking_uri=tracking.uri,
         tags=tags,
         # Only used when the experiment is created; an absolute URI so any cwd finds it.
         artifact_location=Path(artifacts).expanduser().resolve().as_uri() if artifacts else None,
+        system_metrics=bool(OmegaConf.select(cfg, "tracking.system_metrics", default=True)),
+        system_metrics_interval=float(OmegaConf.select(cfg, "tracking.system_metrics_interval", default=10.0)),
     )
+
+
+class MeepleMLFlowLogger(MLFlowLogger):
+    """Lightning's MLFlowLogger plus MLflow's system metrics (``system/*``) for the run.
+
+    Runs are created through MLflow's client, not ``mlflow.start_run``, so MLflow's
+    ``log_system_metrics`` does not apply; this logger starts the same
+    ``SystemMetricsMonitor`` (a background thread: no per-step cost) once the run exists and
+    stops it in :meth:`finalize`. Disable with ``++tracking.system_metrics=false``.
+    """
+
+    def __init__(self, *args: Any, system_metrics: bool = True, system_metrics_interval: float = 10.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._system_metrics_wanted = system_metrics
+        self._system_metrics_interval = system_metrics_interval
+        self._system_monitor: Any = None
+
+    @property
+    def experiment(self) -> Any:
+        client = super().experiment
+        if self._system_metrics_wanted and self._run_id is not None:
+            self._system_metrics_wanted = False  # start once
+            self._system_monitor = start_system_metrics(self._run_id, self._tracking_uri, self._system_metrics_interval)
+        return client
+
+    def finalize(self, status: str = "success") -> None:
+        if self._system_monitor is not None:
+            monitor, self._system_monitor = self._system_monitor, None
+            try:
+                monitor.finish()
+            except Exception as err:  # never let metrics bookkeeping fail a run
+                log.warning("stopping MLflow system metrics failed: %s", err)
+        super().finalize(status)
+
+
+def start_system_metrics(run_id: str, tracking_uri: str, interval: float) -> Any:
+    """Start MLflow's system metrics monitor for ``run_id`` (None if psutil is missing)."""
+    try:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    except ImportError as err:  # psutil missing
+        log.warning("MLflow system metrics are off: %s (pip install psutil)", err)
+        return None
+    # The monitor logs through its own client: silence its per-run INFO lines.
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=interval, tracking_uri=tracking_uri)
+    monitor.start()
+    return monitor
 
 
 def log_run_config(logger: MLFlowLogger, cfg: DictConfig, *, master_seed: int, log_artifact: bool) -> None:
