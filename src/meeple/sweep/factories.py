@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,16 @@ PRUNERS = ("median", "percentile", "halving", "hyperband", "threshold", "none")
 
 def make_sampler(name: str, *, seed: int | None, kwargs: Mapping[str, Any] | None, space: SearchSpace) -> optuna.samplers.BaseSampler:
     """``tpe`` (default), ``cmaes``, ``random``, ``grid`` (every choice/range combination), ``qmc``, ``gp``."""
-    kwargs = dict(kwargs or {})
+    try:
+        return _make_sampler(str(name).lower(), seed, dict(kwargs or {}), space)
+    except TypeError as err:  # kwargs meant for another sampler
+        raise ConfigError(
+            f"hydra.sweeper.sampler.kwargs do not fit sampler {name}: {err} "
+            "(clear them with 'hydra.sweeper.sampler.kwargs={}')"
+        ) from err
+
+
+def _make_sampler(name: str, seed: int | None, kwargs: dict[str, Any], space: SearchSpace) -> optuna.samplers.BaseSampler:
     name = str(name).lower()
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, **kwargs)
@@ -26,7 +36,9 @@ def make_sampler(name: str, *, seed: int | None, kwargs: Mapping[str, Any] | Non
     if name == "grid":
         return optuna.samplers.GridSampler(grid_of(space), seed=seed, **kwargs)
     if name == "qmc":
-        return optuna.samplers.QMCSampler(seed=seed, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(seed=seed, **kwargs)
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed, **kwargs)
     if name == "cmaes":
@@ -75,12 +87,14 @@ def make_storage(url: str | None, *, heartbeat_interval: int | None = None, grac
         Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
         # several local workers share one file: wait for the lock instead of failing at once
         engine_kwargs["connect_args"] = {"timeout": 60}
-    return optuna.storages.RDBStorage(
-        url,
-        engine_kwargs=engine_kwargs or None,
-        heartbeat_interval=heartbeat_interval or None,
-        grace_period=grace_period if heartbeat_interval else None,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval
+        return optuna.storages.RDBStorage(
+            url,
+            engine_kwargs=engine_kwargs or None,
+            heartbeat_interval=heartbeat_interval or None,
+            grace_period=grace_period if heartbeat_interval else None,
+        )
 
 
 def redact_url(url: str | None) -> str:

@@ -88,10 +88,27 @@ class SweepRunner:
         except ValueError as err:  # e.g. an existing study with the other direction
             raise ConfigError(f"study {s.study_name!r} in {redact_url(s.storage)}: {err}") from err
         before = len(study.trials)
+        self._check_compatible(study)
         log.info("%s study %r in %s (%d trials so far)", "resuming" if before else "new",
                  study.study_name, redact_url(s.storage), before)
         self.study = study
         return study
+
+    def _check_compatible(self, study: optuna.Study) -> None:
+        """A resumed study keeps each parameter's kind (and a categorical its choices)."""
+        earlier: dict[str, Any] = {}
+        for trial in study.get_trials(deepcopy=False):
+            earlier.update(trial.distributions)
+        for name, dist in self.space.distributions.items():
+            if name in earlier:
+                try:
+                    optuna.distributions.check_distribution_compatibility(earlier[name], dist)
+                except ValueError as err:
+                    raise ConfigError(
+                        f"{name}: {dist} does not fit study {study.study_name!r}, whose trials used "
+                        f"{earlier[name]} ({err}); keep the search space or start a new study with "
+                        "hydra.sweeper.study_name=<new name>"
+                    ) from err
 
     def run(self) -> optuna.Study:
         study = self.study or self.create_study()

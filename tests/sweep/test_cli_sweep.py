@@ -1,0 +1,104 @@
+"""Real sweeps through the CLI (`python train.py -m hparams_search=ppo_cartpole`), from a tmp cwd."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import mlflow
+import optuna
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+TRAIN = str(REPO / "train.py")
+# debug=tiny rollouts are 32 frames: the search's minibatch choices must fit.
+TINY = ["debug=tiny", "callbacks.progress=null", "phase.minibatch_size=choice(8,16)"]
+
+
+def sweep(cwd, *args, timeout=300):
+    done = subprocess.run(
+        [sys.executable, TRAIN, "-m", "hparams_search=ppo_cartpole", *TINY,
+         f"tracking.uri=sqlite:///{cwd}/mlflow.db", f"hydra.sweeper.storage=sqlite:///{cwd}/optuna.db", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def first_sweep(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("sweep")
+    done = sweep(cwd, "hydra.sweeper.n_trials=3")
+    return cwd, done
+
+
+def study_of(cwd):
+    return optuna.load_study(study_name="ppo_cartpole", storage=f"sqlite:///{cwd}/optuna.db")
+
+
+def test_three_trial_sweep_stores_trials_and_nested_runs(first_sweep):
+    cwd, done = first_sweep
+    study = study_of(cwd)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert {t.params["phase.minibatch_size"] for t in study.trials} <= {8, 16}
+
+    client = mlflow.MlflowClient(f"sqlite:///{cwd}/mlflow.db")
+    experiment = client.get_experiment_by_name("default")
+    runs = client.search_runs([experiment.experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.data.tags["optuna_trial"] for r in children) == ["0", "1", "2"]
+    for child in children:
+        assert child.info.status == "FINISHED" and child.data.tags["trial_state"] == "COMPLETE"
+        assert "eval/episode_return" in child.data.metrics
+        assert child.data.params["trial/number"] == child.data.tags["optuna_trial"]
+        tags = child.data.tags
+        for key in ("git_sha", "git_dirty", "seed", "hardware", "host", "host.os", "version.torch",
+                    "version.optuna", "version.mlflow", "version.meeple", "run_dir"):
+            assert key in tags, key
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id, "plots")}
+        assert "plots/learning_curves.png" in artifacts
+
+    # best params: printed, written beside the trials, logged with the plots on the parent run
+    out = done.stdout + done.stderr
+    assert "best trial of study 'ppo_cartpole'" in out
+    (best_file,) = list(cwd.glob("outputs/train/multirun/*/best_params.yaml"))
+    best = yaml.safe_load(best_file.read_text())
+    assert best["best_trial"] == study.best_trial.number and best["best_value"] == study.best_value
+    assert set(best["params"]) == {"phase.lr", "phase.loss.entropy_coef", "phase.loss.clip_epsilon",
+                                   "phase.minibatch_size"}
+    parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    parent_plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
+    assert "best_params.yaml" in parent_artifacts
+    for name in ("optimization_history", "parallel_coordinate", "param_importances"):
+        assert f"plots/{name}.html" in parent_plots and f"plots/{name}.png" in parent_plots
+    assert parent.info.status == "FINISHED" and parent.data.metrics["trials_complete"] == 3
+
+
+def test_resume_adds_trials_and_a_failing_trial_does_not_stop_the_sweep(first_sweep):
+    cwd, _ = first_sweep
+    # Same study name: continues. A grid over a valid and an impossible budget gives one COMPLETE
+    # and one FAIL trial (1 frame is less than one 32-frame rollout), and the sweep still finishes.
+    done = sweep(cwd, "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler.name=grid",
+                 "phase.total_frames=choice(96,1)", "phase.minibatch_size=16", "phase.lr=1e-3",
+                 "phase.loss.entropy_coef=0.01", "phase.loss.clip_epsilon=0.2")
+    study = study_of(cwd)
+    assert len(study.trials) == 5
+    assert [t.number for t in study.trials] == [0, 1, 2, 3, 4]
+    new = {t.params["phase.total_frames"]: t for t in study.trials[3:]}
+    assert new[96].state.name == "COMPLETE"
+    assert new[1].state.name == "FAIL"
+    assert "phase.total_frames=1 is less than one rollout" in new[1].user_attrs["error"]
+    assert "best trial of study" in done.stdout + done.stderr
+
+    client = mlflow.MlflowClient(f"sqlite:///{cwd}/mlflow.db")
+    experiment = client.get_experiment_by_name("default")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    assert len(parents) == 1, "a resumed sweep keeps its parent run"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(children) == 5
+    failed = [r for r in children if r.data.tags["trial_state"] == "FAIL"]
+    assert len(failed) == 1 and failed[0].info.status == "FAILED"
