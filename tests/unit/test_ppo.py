@@ -20,7 +20,7 @@ GAMMA, LAMBDA = 0.9, 0.8
 def make_module(critic=None, shared=False, **overrides):
     actor, default_critic = build_actor_critic(OBS, ACT, shared=shared, hidden=[8], activation="tanh")
     kwargs = dict(
-        optimizer=partial(torch.optim.Adam, lr=1e-2), anneal_lr=False, gamma=GAMMA, gae_lambda=LAMBDA,
+        optimizer=partial(torch.optim.Adam, lr=1e-2), anneal_lr=False, max_grad_norm=0.5, gamma=GAMMA, gae_lambda=LAMBDA,
         clip_epsilon=0.2, entropy_coef=0.01, critic_coef=0.5, normalize_advantage=False,
     )
     kwargs.update(overrides)

@@ -59,6 +59,7 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
         critic,
         optimizer=instantiate(cfg.phase.optimizer),
         anneal_lr=phase.anneal_lr,
+        max_grad_norm=phase.max_grad_norm,
         **vars(phase.loss),
     )
     datamodule = RolloutDataModule(
@@ -78,7 +79,6 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
         devices=hw.devices,
         precision=hw.precision,
         max_epochs=rollouts,
-        gradient_clip_val=phase.max_grad_norm,
         callbacks=list(callbacks.values()),
         enable_progress_bar="progress" in callbacks,
     )

@@ -1,7 +1,9 @@
-"""Plumbing shared by on-policy phases: per-rollout metrics, live progress values, timing.
+"""Plumbing shared by on-policy phases: the optimiser step, per-rollout metrics, timing.
 
-Subclasses implement the learning math (losses, advantages, optimisers) and hand
-their per-minibatch values to :meth:`accumulate`. Lightning's ``self.log`` costs
+Subclasses implement the learning math (losses, advantages, optimisers), call
+:meth:`optimize` with their loss and hand per-minibatch values to :meth:`accumulate`.
+Optimisation is manual: Lightning's automatic loop (closure, hooks) cost ~3 ms
+per minibatch on CartPole, a third of the whole update. Lightning's ``self.log`` costs
 about 0.8 ms per call (measured by ``python -m meeple.bench ppo``: half of a
 minibatch step), so minibatch values are summed as tensors and logged once per
 rollout, together with what the data side measured for the rollout.
@@ -19,11 +21,22 @@ PROGRESS_KEYS = ("train/episode_return",)
 
 
 class RolloutModule(L.LightningModule):
-    def __init__(self) -> None:
+    def __init__(self, max_grad_norm: float | None = None) -> None:
         super().__init__()
+        self.automatic_optimization = False
+        self.max_grad_norm = max_grad_norm
         self._sums: dict[str, torch.Tensor] = {}
         self._count = 0
         self.live: dict[str, torch.Tensor] = {}  # latest minibatch values for the progress bar
+
+    def optimize(self, loss: torch.Tensor) -> None:
+        """One optimiser step: zero grads, backward (precision-aware), clip by norm, step."""
+        optimizer = self.optimizers()
+        optimizer.zero_grad(set_to_none=True)
+        self.manual_backward(loss)
+        if self.max_grad_norm is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
+        optimizer.step()
 
     def accumulate(self, metrics: dict[str, torch.Tensor]) -> None:
         """Add one minibatch's scalar metrics (no host sync, no logger call)."""
@@ -37,6 +50,9 @@ class RolloutModule(L.LightningModule):
         self._sums, self._count = {}, 0
 
     def on_train_epoch_end(self) -> None:
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:
+            scheduler.step()  # schedules count rollouts
         datamodule = self.trainer.datamodule
         logged: dict[str, float | torch.Tensor] = {k: v / max(self._count, 1) for k, v in self._sums.items()}
         logged.update(getattr(datamodule, "stats", {}))

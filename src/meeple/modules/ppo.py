@@ -29,6 +29,7 @@ class PPOModule(RolloutModule):
         *,
         optimizer: Callable[..., torch.optim.Optimizer],
         anneal_lr: bool,
+        max_grad_norm: float | None,
         gamma: float,
         gae_lambda: float,
         clip_epsilon: float,
@@ -36,7 +37,7 @@ class PPOModule(RolloutModule):
         critic_coef: float,
         normalize_advantage: bool,
     ) -> None:
-        super().__init__()
+        super().__init__(max_grad_norm=max_grad_norm)
         self.actor = actor
         self.critic = critic
         self.optimizer_factory = optimizer
@@ -63,7 +64,7 @@ class PPOModule(RolloutModule):
         """Writes ``advantage`` and ``value_target`` (A_t = sum_l (gamma*lambda)^l delta_{t+l})."""
         return self.advantage_module(rollout)
 
-    def training_step(self, batch: TensorDictBase, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
         losses = self.loss_module(batch)
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
@@ -75,9 +76,9 @@ class PPOModule(RolloutModule):
         for key in _DIAGNOSTICS:
             if key in losses.keys():
                 metrics[f"train/{key}"] = losses[key].mean()
+        self.optimize(loss)
         self.accumulate(metrics)  # logged as per-rollout means
         self.live["loss"] = loss.detach()
-        return loss
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.loss_module.parameters())
@@ -86,4 +87,4 @@ class PPOModule(RolloutModule):
         rollouts = max(int(self.trainer.max_epochs or 1), 1)
         # Linear decay to zero over the run, stepped once per rollout.
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda r: max(1.0 - r / rollouts, 0.0))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "epoch"}}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
