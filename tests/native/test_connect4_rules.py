@@ -6,10 +6,10 @@ import copy
 import pickle
 import random
 
-import meeple_native as mn
 import numpy as np
 import pytest
 
+import meeple_native as mn
 from tests.native.c4_reference import RefConnect4, random_game
 
 

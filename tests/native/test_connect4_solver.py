@@ -8,9 +8,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import meeple_native as mn
 import pytest
 
+import meeple_native as mn
 from tests.native.c4_reference import RefConnect4, random_game
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "connect4"

@@ -27,8 +27,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 from meeple.bench.common import PPOHparams, RunClock
-
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+from meeple.nets.mlp import mlp  # same init as meeple's model, so all three start alike
 
 
 def make_envs(env_id: str, num_envs: int) -> gym.vector.SyncVectorEnv:
@@ -38,23 +37,6 @@ def make_envs(env_id: str, num_envs: int) -> gym.vector.SyncVectorEnv:
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
     )
-
-
-def make_mlp(n_in: int, n_out: int, hidden: tuple[int, ...], activation: str, head_gain: float) -> nn.Sequential:
-    """Orthogonal init, zero biases: sqrt(2) gain on hidden layers, ``head_gain`` on the output."""
-
-    def linear(i: int, o: int, gain: float) -> nn.Linear:
-        layer = nn.Linear(i, o)
-        nn.init.orthogonal_(layer.weight, gain)
-        nn.init.zeros_(layer.bias)
-        return layer
-
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [linear(n_in, width, math.sqrt(2)), ACTIVATIONS[activation]()]
-        n_in = width
-    layers.append(linear(n_in, n_out, head_gain))
-    return nn.Sequential(*layers)
 
 
 @torch.no_grad()
@@ -116,8 +98,8 @@ def train(hp: PPOHparams, seed: int) -> dict[str, Any]:
     eval_envs = make_envs(hp.env_id, hp.eval_episodes)
     n_obs = envs.single_observation_space.shape[0]
     n_actions = int(envs.single_action_space.n)
-    actor = make_mlp(n_obs, n_actions, hp.hidden, hp.activation, 0.01)
-    critic = make_mlp(n_obs, 1, hp.hidden, hp.activation, 1.0)
+    actor = mlp(n_obs, n_actions, hp.hidden, hp.activation, 0.01)
+    critic = mlp(n_obs, 1, hp.hidden, hp.activation, 1.0)
     params = [*actor.parameters(), *critic.parameters()]
     optimizer = torch.optim.Adam(params, lr=hp.lr, eps=hp.adam_eps)
     seeds = eval_seeds(seed)

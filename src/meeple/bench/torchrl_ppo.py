@@ -14,7 +14,6 @@ teaches, with meeple's hyperparameters and evaluation protocol:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +22,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tensordict.nn import TensorDictModule
-from torch import nn
 from torch.distributions import Categorical
 from torchrl.collectors import Collector
 from torchrl.envs import EnvBase, GymWrapper, RewardSum, TransformedEnv
@@ -33,8 +31,7 @@ from torchrl.objectives.value import GAE
 
 from meeple.bench.common import PPOHparams, RunClock
 from meeple.callbacks.evaluation import greedy_episode_returns
-
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+from meeple.nets.mlp import mlp  # same init as meeple's model, so all three start alike
 
 
 def make_env(env_id: str, num_envs: int, seed: int) -> EnvBase:
@@ -50,28 +47,11 @@ def make_env(env_id: str, num_envs: int, seed: int) -> EnvBase:
     return env
 
 
-def make_mlp(n_in: int, n_out: int, hidden: tuple[int, ...], activation: str, head_gain: float) -> nn.Sequential:
-    """Orthogonal init, zero biases: sqrt(2) gain on hidden layers, ``head_gain`` on the output."""
-
-    def linear(i: int, o: int, gain: float) -> nn.Linear:
-        layer = nn.Linear(i, o)
-        nn.init.orthogonal_(layer.weight, gain)
-        nn.init.zeros_(layer.bias)
-        return layer
-
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [linear(n_in, width, math.sqrt(2)), ACTIVATIONS[activation]()]
-        n_in = width
-    layers.append(linear(n_in, n_out, head_gain))
-    return nn.Sequential(*layers)
-
-
 def make_actor_critic(env: EnvBase, hp: PPOHparams) -> tuple[ProbabilisticActor, ValueOperator]:
     n_obs = env.observation_spec["observation"].shape[-1]
     n_actions = env.action_spec.space.n
     logits = TensorDictModule(
-        make_mlp(n_obs, n_actions, hp.hidden, hp.activation, 0.01), in_keys=["observation"], out_keys=["logits"]
+        mlp(n_obs, n_actions, hp.hidden, hp.activation, 0.01), in_keys=["observation"], out_keys=["logits"]
     )
     actor = ProbabilisticActor(
         logits,
@@ -80,7 +60,7 @@ def make_actor_critic(env: EnvBase, hp: PPOHparams) -> tuple[ProbabilisticActor,
         spec=env.action_spec,
         return_log_prob=True,
     )
-    critic = ValueOperator(make_mlp(n_obs, 1, hp.hidden, hp.activation, 1.0), in_keys=["observation"])
+    critic = ValueOperator(mlp(n_obs, 1, hp.hidden, hp.activation, 1.0), in_keys=["observation"])
     return actor, critic
 
 
