@@ -21,6 +21,7 @@ def test_dataset_yields_ppo_epochs_of_shuffled_minibatches(compose):
     dm, module = parts["datamodule"], parts["module"]
     dm.trainer = FakeTrainer(module)
     dm.setup("fit")
+    assert dm.collector is None  # built at the first rollout, once the module is on its device
     try:
         loader = dm.train_dataloader()
         assert dm.frames_per_batch == 2 * 8  # num_envs * workers * rollout_steps

@@ -58,6 +58,7 @@ class BenchTimer(L.Callback):
         dm = trainer.datamodule
         if getattr(dm, "frames", 0):
             raise RuntimeError("a rollout was collected before on_train_start; the clock would miss it")
+        dm.start()  # the collector is built lazily; build it now, outside the clock
         if getattr(dm, "_batches", None) is None:
             raise RuntimeError("RolloutDataModule no longer exposes _batches; update meeple.bench.meeple_run")
         dm._batches = _timed(dm._batches, clock)

@@ -65,6 +65,14 @@ class RolloutDataModule(L.LightningDataModule):
 
     # -- lifecycle -------------------------------------------------------------
     def setup(self, stage: str) -> None:
+        """Nothing to build yet: Lightning moves the module to its device only after setup."""
+
+    def start(self) -> None:
+        """Build the collector around the module's policy, on the module's device (idempotent).
+
+        Called at the first rollout, when the policy already sits on the device it will
+        train on, so the collector acts with that very module instead of a copy.
+        """
         if self.collector is not None:
             return
         module = self.trainer.lightning_module
@@ -94,7 +102,7 @@ class RolloutDataModule(L.LightningDataModule):
     def next_rollout(self) -> TensorDictBase:
         """Collect one rollout with the current weights and attach advantages."""
         module = self.trainer.lightning_module
-        assert self._batches is not None, "setup() must run before iterating"
+        self.start()
         if self.policy_version > 0:
             # Rollout boundary: the learner's weights go to every actor.
             self.collector.update_policy_weights_()
