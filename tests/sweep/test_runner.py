@@ -195,3 +195,11 @@ def test_resuming_with_other_choices_is_a_clear_error(tmp_path):
     changed.space = parse_search_space({"phase.minibatch_size": "choice(8, 999)"})
     with pytest.raises(ConfigError, match="phase.minibatch_size.*hydra.sweeper.study_name"):
         changed.create_study()
+
+
+def test_a_resumed_seeded_study_does_not_replay_its_first_samples(tmp_path):
+    first = runner(tmp_path, lambda args: 1.0, n_trials=2, sampler={"name": "random", "seed": 3}).run()
+    again = runner(tmp_path, lambda args: 1.0, n_trials=2, sampler={"name": "random", "seed": 3}).run()
+    lrs = [t.params["phase.lr"] for t in again.trials]
+    assert len(lrs) == 4 and len(set(lrs)) == 4
+    assert [t.params for t in first.trials[:2]] == [t.params for t in again.trials[:2]]

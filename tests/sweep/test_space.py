@@ -37,6 +37,12 @@ def test_each_override_form_maps_to_its_distribution(text, expected):
     assert dist(text) == expected
 
 
+def test_nested_params_are_flattened_to_dotted_keys():
+    space = parse_search_space({"phase": {"lr": "interval(0.1, 0.2)"}, "phase.loss.clip_epsilon": "0.2"})
+    assert space.distributions == {"phase.lr": FloatDistribution(0.1, 0.2)}
+    assert space.fixed == ["phase.loss.clip_epsilon=0.2"]
+
+
 def test_plain_values_are_fixed():
     assert dist("0.2") == "0.2"
     space = parse_search_space({"phase.lr": "1e-3", "phase.loss.clip_epsilon": "interval(0.1, 0.3)"})

@@ -5,7 +5,7 @@ Hydra imports every module under ``hydra_plugins`` when it starts, which registe
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -14,9 +14,9 @@ from hydra.core.config_store import ConfigStore
 class SamplerConf:
     # tpe | cmaes | random | grid | qmc | gp
     name: str = "tpe"
-    seed: Optional[int] = None
+    seed: int | None = None
     # passed to the Optuna sampler as is, e.g. {n_startup_trials: 5} for TPE
-    kwargs: Dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -24,7 +24,7 @@ class PrunerConf:
     # median | percentile | halving (successive halving) | hyperband | threshold | none
     name: str = "median"
     # passed to the Optuna pruner as is, e.g. {n_startup_trials: 5, n_warmup_steps: 20000}
-    kwargs: Dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -32,27 +32,27 @@ class MeepleOptunaSweeperConf:
     _target_: str = "hydra_plugins.meeple_optuna_sweeper.meeple_optuna_sweeper.MeepleOptunaSweeper"
     # Same name + same storage => the study resumes (adds trials) instead of starting over.
     # null: the experiment's name.
-    study_name: Optional[str] = None
+    study_name: str | None = None
     # Any Optuna RDB URL: sqlite:///outputs/optuna.db (default), postgresql://user:pw@host/db ...
     # null: in memory (no resume).
-    storage: Optional[str] = "sqlite:///outputs/optuna.db"
+    storage: str | None = "sqlite:///outputs/optuna.db"
     direction: str = "maximize"
     # trials this invocation runs; a resumed study gets this many more
     n_trials: int = 20
     # cap on the study's total trials (all resumes and workers); null: no cap
-    max_trials: Optional[int] = None
+    max_trials: int | None = None
     # trials asked per launcher batch (Hydra's basic launcher still runs them one by one)
     n_jobs: int = 1
     sampler: SamplerConf = field(default_factory=SamplerConf)
     pruner: PrunerConf = field(default_factory=PrunerConf)
     # seconds between heartbeats of a running trial; a trial silent for grace_period seconds
     # (its worker died) is marked FAIL by the next worker. null: off.
-    heartbeat_interval: Optional[int] = 60
-    grace_period: Optional[int] = 180
+    heartbeat_interval: int | None = 60
+    grace_period: int | None = 180
     # optimisation history, parallel coordinates, importances (HTML + PNG) at the end
     plots: bool = True
     # search space: key -> Hydra sweep override (interval, tag(log, interval), choice, range)
-    params: Dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.sweeper import Sweeper
@@ -28,9 +29,9 @@ class MeepleOptunaSweeper(Sweeper):
             k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
             for k, v in settings.items()
         }
-        self.config: Optional[DictConfig] = None
+        self.config: DictConfig | None = None
         self.launcher = None
-        self.hydra_context: Optional[HydraContext] = None
+        self.hydra_context: HydraContext | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -41,7 +42,7 @@ class MeepleOptunaSweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         from meeple.errors import MeepleError
         from meeple.sweep.runner import SweepRunner, SweepSettings
         from meeple.sweep.space import parse_search_space
@@ -78,14 +79,15 @@ class MeepleOptunaSweeper(Sweeper):
             sweep_dir = Path(str(cfg.hydra.sweep.dir))
             sweep_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
+            # hparams_search=<name> stays in the printed command: without -m it reruns the trial's config.
             runner = SweepRunner(settings, space, self._launch, sweep_dir=sweep_dir, tracking=tracking,
-                                 command=[a for a in space.fixed if not a.startswith("hparams_search=")])
+                                 command=space.fixed)
             runner.create_study()
         except MeepleError as err:  # a bad sweep config: one line and exit 2, like train.py's errors
             print(f"meeple: error: {err}", file=sys.stderr)
             sys.exit(2)
         return runner.run()
 
-    def _launch(self, batch: List[List[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def _launch(self, batch: list[list[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.launcher is not None
         return self.launcher.launch(batch, initial_job_idx=initial_job_idx)

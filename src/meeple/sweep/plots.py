@@ -37,17 +37,17 @@ def save_study_plots(study: optuna.Study, out_dir: Path, *, html: bool = True, p
             if name == "parallel_coordinate" and not study.best_trial.params:
                 continue
             if html:
-                written += _try(name, "html", lambda: _html(study, name, out_dir / f"{name}.html"))
+                written += _try(_html, study, name, out_dir / f"{name}.html")
             if png:
-                written += _try(name, "png", lambda: _png(study, name, out_dir / f"{name}.png"))
+                written += _try(_png, study, name, out_dir / f"{name}.png")
     return written
 
 
-def _try(name: str, kind: str, draw) -> list[Path]:
+def _try(draw, study: optuna.Study, name: str, path: Path) -> list[Path]:
     try:
-        return [draw()]
+        return [draw(study, name, path)]
     except Exception as err:
-        log.info("study plot %s (%s) skipped: %s", name, kind, err)
+        log.info("study plot %s skipped: %s", path.name, err)
         return []
 
 

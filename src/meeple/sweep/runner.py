@@ -77,8 +77,13 @@ class SweepRunner:
     def create_study(self) -> optuna.Study:
         s = self.settings
         storage = make_storage(s.storage, heartbeat_interval=s.heartbeat_interval, grace_period=s.grace_period)
-        sampler = make_sampler(s.sampler.get("name", "tpe"), seed=s.sampler.get("seed"),
-                               kwargs=s.sampler.get("kwargs"), space=self.space)
+        seed = s.sampler.get("seed")
+        if seed is not None and storage is not None:
+            # A resumed study must not replay the first launch's samples: offset a fixed seed by
+            # the trials already stored (still reproducible for a given history).
+            seed = int(seed) + _stored_trials(storage, s.study_name)
+        sampler = make_sampler(s.sampler.get("name", "tpe"), seed=seed, kwargs=s.sampler.get("kwargs"),
+                               space=self.space)
         pruner = make_pruner(s.pruner.get("name", "median"), s.pruner.get("kwargs"))
         if s.direction not in ("maximize", "minimize"):
             raise ConfigError(f"hydra.sweeper.direction={s.direction} is unknown; accepted: maximize, minimize")
@@ -118,7 +123,7 @@ class SweepRunner:
         status = "FINISHED"
         try:
             self._loop(study)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into sys.exit(1))
             status = "KILLED"
             raise
         except BaseException:
@@ -153,7 +158,7 @@ class SweepRunner:
                 warnings.filterwarnings("ignore", message="Heartbeat of storage")
                 trials = [study.ask(self.space.distributions) for _ in range(batch)]
             overrides = [self._trial_overrides(study, trial) for trial in trials]
-            for trial, trial_overrides in zip(trials, overrides):
+            for trial in trials:
                 trial.set_user_attr("overrides", self.space.overrides(trial.params))
                 register_trial(trial)
                 log.info("trial %d: %s", trial.number, " ".join(self.space.overrides(trial.params)[len(self.space.fixed):]))
@@ -336,6 +341,14 @@ class _Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _stored_trials(storage: optuna.storages.BaseStorage, study_name: str) -> int:
+    try:
+        study_id = storage.get_study_id_from_name(study_name)
+    except KeyError:
+        return 0
+    return len(storage.get_all_trials(study_id, deepcopy=False))
 
 
 def _describe(err: BaseException) -> str:

@@ -126,7 +126,7 @@ def parse_search_space(params: Mapping[str, Any] | None, arguments: Iterable[str
     command-line override (``debug=tiny``, ``tracking.uri=...``) reaches every trial unchanged.
     """
     lines: dict[str, str] = {}  # identity (key@package) -> override text
-    for key, value in (params or {}).items():
+    for key, value in _flatten(params or {}).items():
         if value is None:
             continue  # `params.x: null` drops an entry
         lines[_identity(parse_override(f"{key}={value}"))] = f"{key}={value}"
@@ -142,6 +142,17 @@ def parse_search_space(params: Mapping[str, Any] | None, arguments: Iterable[str
         else:
             space.fixed.append(text)
     return space
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    # hydra.sweeper.params.phase.lr=... on the command line nests the key; config files use "phase.lr"
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _identity(override: Override) -> str:
