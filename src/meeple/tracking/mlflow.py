@@ -13,7 +13,7 @@ import logging
 import os
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | N
     if not tracking.uri:
         return None
     _ensure_sqlite_parent(tracking.uri)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_name = tracking.run_name or f"{cfg.experiment_name}-s{master_seed}-{stamp}"
     tags = {
         **environment_tags(),
