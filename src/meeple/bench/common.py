@@ -19,9 +19,11 @@ solve", "collection" and "update" mean the same thing for all of them:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig
 
 from meeple.errors import ConfigError
@@ -215,3 +217,10 @@ RESULT_FIELDS = (
     "loop_s",
     "evals",
 )
+
+
+def eval_seeds(seed: int) -> Iterator[int]:
+    """Fresh seeds for each evaluation of a baseline, unrelated to its training envs' seed."""
+    seq = np.random.SeedSequence(seed, spawn_key=(1,))
+    while True:
+        yield int(seq.spawn(1)[0].generate_state(1)[0])

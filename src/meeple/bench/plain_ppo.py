@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -26,7 +25,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from meeple.bench.common import PPOHparams, RunClock
+from meeple.bench.common import PPOHparams, RunClock, eval_seeds
 from meeple.nets.mlp import mlp  # same init as meeple's model, so all three start alike
 
 
@@ -80,13 +79,6 @@ def gae(
         running = delta + gamma * lam * not_done[t] * running
         advantages[t] = running
     return advantages, advantages + values
-
-
-def eval_seeds(seed: int) -> Iterator[int]:
-    """Fresh seeds for each evaluation, unrelated to the training envs' seed."""
-    seq = np.random.SeedSequence(seed, spawn_key=(1,))
-    while True:
-        yield int(seq.spawn(1)[0].generate_state(1)[0])
 
 
 def train(hp: PPOHparams, seed: int) -> dict[str, Any]:

@@ -15,7 +15,6 @@ teaches, with meeple's hyperparameters and evaluation protocol:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +28,7 @@ from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
-from meeple.bench.common import PPOHparams, RunClock
+from meeple.bench.common import PPOHparams, RunClock, eval_seeds
 from meeple.callbacks.evaluation import greedy_episode_returns
 from meeple.nets.mlp import mlp  # same init as meeple's model, so all three start alike
 
@@ -62,13 +61,6 @@ def make_actor_critic(env: EnvBase, hp: PPOHparams) -> tuple[ProbabilisticActor,
     )
     critic = ValueOperator(mlp(n_obs, 1, hp.hidden, hp.activation, 1.0), in_keys=["observation"])
     return actor, critic
-
-
-def eval_seeds(seed: int) -> Iterator[int]:
-    """Fresh seeds for each evaluation, unrelated to the training envs' seed."""
-    seq = np.random.SeedSequence(seed, spawn_key=(1,))
-    while True:
-        yield int(seq.spawn(1)[0].generate_state(1)[0])
 
 
 def train(hp: PPOHparams, seed: int) -> dict[str, Any]:

@@ -32,14 +32,12 @@ def build_collector(
         raise ConfigError(f"collector.type={collector_type!r}; accepted: {', '.join(COLLECTOR_TYPES)}")
     if collector_type == "auto":
         collector_type = "sync" if len(env_fns) == 1 else "multisync"
-    common = dict(
-        frames_per_batch=frames_per_batch,
-        total_frames=-1,
-        policy_device=policy_device,
-        env_device="cpu",
-        storing_device="cpu",
-        auto_register_policy_transforms=False,
-    )
+    common = dict(frames_per_batch=frames_per_batch, total_frames=-1, auto_register_policy_transforms=False)
+    if torch.device(policy_device).type != "cpu":
+        # Envs step on the host; rollouts are stored there and moved to the learner per rollout.
+        # Only named when they differ: explicit CPU devices make TorchRL cast every step
+        # (-17% collection frames/s on CartPole, 3513 vs 2921 fps).
+        common.update(policy_device=policy_device, env_device="cpu", storing_device="cpu")
     if collector_type == "sync":
         if len(env_fns) != 1:
             raise ConfigError(
