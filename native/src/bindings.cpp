@@ -119,7 +119,46 @@ auto run_default(F&& f) {
 
 using Scores = std::array<std::optional<int>, c4::kWidth>;
 
+// Inverse of encode: the position whose planes are `obj` (3, 6, 7), side to move's view.
+Connect4 from_planes(nb::handle obj) {
+  nb::ndarray<const float, nb::c_contig, nb::device::cpu> a;
+  if (!nb::try_cast(obj, a, false)) {
+    nb::object np = nb::module_::import_("numpy");
+    nb::object conv = np.attr("ascontiguousarray")(obj, "dtype"_a = np.attr("float32"));
+    if (!nb::try_cast(conv, a, false)) throw nb::type_error("from_planes: planes must be an array of shape (3, 6, 7)");
+  }
+  if (a.ndim() != 3 || a.shape(0) != static_cast<size_t>(c4::kNumPlanes) ||
+      a.shape(1) != static_cast<size_t>(c4::kHeight) || a.shape(2) != static_cast<size_t>(c4::kWidth)) {
+    throw nb::value_error((std::string("from_planes: planes must have shape ") + kObsShape).c_str());
+  }
+  const float* p = a.data();
+  constexpr int kPlane = c4::kHeight * c4::kWidth;
+  c4::Bitboard current = 0, mask = 0;
+  for (int row = 0; row < c4::kHeight; ++row) {
+    for (int col = 0; col < c4::kWidth; ++col) {
+      const int i = row * c4::kWidth + col;
+      const bool me = p[i] > 0.5f, opp = p[kPlane + i] > 0.5f;
+      if (me && opp)
+        throw nb::value_error(("from_planes: row " + std::to_string(row) + ", column " + std::to_string(col) +
+                               " holds stones of both players").c_str());
+      const c4::Bitboard b = c4::cell_bit(col, c4::kHeight - 1 - row);
+      if (me) current |= b;
+      if (me || opp) mask |= b;
+    }
+  }
+  const int moves = c4::popcount(mask);
+  const int own = c4::popcount(current);
+  const bool counts_ok = (moves % 2 == 0) ? (2 * own == moves) : (2 * own + 1 == moves);
+  if (((mask + c4::kBottomMask) & c4::kBoardMask & mask) || !counts_ok) {
+    throw nb::value_error("from_planes: not a reachable position (floating stones, or stone counts that do not "
+                          "match the side to move)");
+  }
+  return Connect4::from_bitboards(current, mask, moves);
+}
+
 }  // namespace
+
+void bind_search(nb::module_& m);
 
 NB_MODULE(_core, m) {
   m.doc() = "meeple native engines: Connect Four rules and an exact Connect Four solver.";
@@ -135,6 +174,9 @@ NB_MODULE(_core, m) {
       .def_static("from_moves", &parse_moves, "moves"_a,
                   "Position after the 1-based column digits in `moves` (e.g. '4453'). Raises "
                   "ValueError naming the bad character, full column or move after the end, and its index.")
+      .def_static("from_planes", &from_planes, "planes"_a,
+                  "Position whose observation planes (3, 6, 7) are `planes` (inverse of encode). ValueError "
+                  "if they do not describe a reachable position.")
       .def("legal_moves",
            [](const Connect4& s) {
              int buf[c4::kNumActions];
@@ -256,4 +298,6 @@ NB_MODULE(_core, m) {
   m.def("best_moves",
         [](const Connect4& pos) { return run_default([&](Solver& s) { return s.best_moves(pos); }); },
         "position"_a);
+
+  bind_search(m);
 }

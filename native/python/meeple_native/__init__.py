@@ -1,16 +1,19 @@
 """meeple native engines (C++17, nanobind).
 
-Connect Four rules (`Connect4`) and an exact solver (`Solver`, `solve`, `analyze`,
-`best_moves`). See native/README.md for the observation planes and the score
-convention.
+Connect Four rules (`Connect4`), an exact solver (`Solver`, `solve`, `analyze`,
+`best_moves`), PUCT Monte Carlo tree search (`MCTS`) and batched multi-threaded
+self-play (`SelfPlay`). See native/README.md for the observation planes, the
+score convention and the self-play thread model.
 """
 
 from ._core import (
     HEIGHT,
+    MCTS,
     NUM_PLANES,
     OBS_SHAPE,
     WIDTH,
     Connect4,
+    SelfPlay,
     Solver,
     analyze,
     best_moves,
@@ -19,10 +22,12 @@ from ._core import (
 
 __all__ = [
     "HEIGHT",
+    "MCTS",
     "NUM_PLANES",
     "OBS_SHAPE",
     "WIDTH",
     "Connect4",
+    "SelfPlay",
     "Solver",
     "analyze",
     "best_moves",
