@@ -500,7 +500,8 @@ void bind_search(nb::module_& m) {
                          "see native/README.md.")
       .def("__init__",
            [](PySelfPlay* self, nb::object evaluator, int num_simulations, int num_workers, int games_per_worker,
-              int leaves_per_game, int batch_size, std::int64_t timeout_us, bool flush_when_idle, float c_puct,
+              int leaves_per_game, int batch_size, std::int64_t timeout_us, bool flush_when_idle, int spin_us,
+              float c_puct,
               float dirichlet_alpha, float dirichlet_epsilon, float virtual_loss, float fpu_value,
               float temperature, int temperature_moves, const std::string& policy, int cache_size,
               std::uint64_t seed, nb::object planes_buffers) {
@@ -512,6 +513,7 @@ void bind_search(nb::module_& m) {
              cfg.batch_size = batch_size;
              cfg.timeout_us = timeout_us;
              cfg.flush_when_idle = flush_when_idle;
+             cfg.spin_us = spin_us;
              cfg.temperature = temperature;
              cfg.temperature_moves = temperature_moves;
              cfg.policy_logits = parse_policy_kind(policy);
@@ -546,7 +548,7 @@ void bind_search(nb::module_& m) {
            },
            "evaluator"_a.none(), nb::kw_only(), "num_simulations"_a = 100, "num_workers"_a = 1,
            "games_per_worker"_a = 1, "leaves_per_game"_a = 1, "batch_size"_a = 16, "timeout_us"_a = 1000,
-           "flush_when_idle"_a = true, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f, "dirichlet_epsilon"_a = 0.25f,
+           "flush_when_idle"_a = true, "spin_us"_a = 20, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f, "dirichlet_epsilon"_a = 0.25f,
            "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "temperature"_a = 1.0f, "temperature_moves"_a = 8,
            "policy"_a = "logits", "cache_size"_a = 1 << 16, "seed"_a = 0, "planes_buffers"_a.none() = nb::none())
       .def("run", &PySelfPlay::run, "num_games"_a,

@@ -48,6 +48,7 @@ struct SelfPlayConfig {
   int batch_size = 16;             // evaluator batch (rows)
   std::int64_t timeout_us = 1000;  // flush a non-empty batch this long after its first item
   bool flush_when_idle = true;     // also flush at once when every worker waits for results
+  int spin_us = 20;                // spin (yielding) this long before blocking on a wait
   int temperature_moves = 8;       // plies sampled with `temperature`, then greedy
   float temperature = 1.0f;
   bool policy_logits = true;       // evaluator returns logits (softmax over legal moves) or priors
@@ -141,6 +142,7 @@ class SelfPlayEngine {
     if (c.temperature_moves < 0) bad("temperature_moves", ">= 0", c.temperature_moves);
     if (!(c.temperature >= 0.0f)) bad("temperature", ">= 0", c.temperature);
     if (c.cache_size < 0 || c.cache_size > (1 << 26)) bad("cache_size", "0..67108864", c.cache_size);
+    if (c.spin_us < 0 || c.spin_us > 1000000) bad("spin_us", "0..1000000", c.spin_us);
   }
 
   const SelfPlayConfig& config() const { return cfg_; }
@@ -240,6 +242,7 @@ class SelfPlayEngine {
     std::vector<GameRecord<G>> finished;
     std::mutex mu;
     std::condition_variable cv;
+    std::atomic<bool> has_inbox{false};  // inbox non-empty (for spinning without the lock)
     // counters (owned by the worker thread, read after join)
     std::uint64_t simulations = 0, positions = 0, evaluations = 0, cache_lookups = 0, cache_hits = 0,
                   collisions = 0, terminal_leaves = 0;
@@ -279,6 +282,7 @@ class SelfPlayEngine {
       for (auto& s : wk->slots) s.active = s.blocked = false;
       wk->outbox.clear();
       wk->inbox.clear();
+      wk->has_inbox.store(false);
       wk->finished.clear();
       wk->simulations = wk->positions = wk->evaluations = wk->cache_lookups = wk->cache_hits = 0;
       wk->collisions = wk->terminal_leaves = 0;
@@ -440,6 +444,7 @@ class SelfPlayEngine {
         {
           std::lock_guard<std::mutex> lk(wk.mu);
           wk.inbox_local.swap(wk.inbox);
+          wk.has_inbox.store(false, std::memory_order_relaxed);
         }
         bool progress = !wk.inbox_local.empty();
         apply_results(wk);
@@ -472,6 +477,13 @@ class SelfPlayEngine {
   }
 
   void wait_for_results(Worker& wk) {
+    if (cfg_.spin_us > 0) {
+      const auto until = Clock::now() + std::chrono::microseconds(cfg_.spin_us);
+      do {
+        if (wk.has_inbox.load(std::memory_order_acquire) || stop_.load()) return;
+        std::this_thread::yield();
+      } while (Clock::now() < until);
+    }
     {
       std::lock_guard<std::mutex> lk(qmu_);
       ++waiting_;
@@ -515,6 +527,8 @@ class SelfPlayEngine {
     const auto timeout = std::chrono::microseconds(cfg_.timeout_us);
     const auto poll_every = std::chrono::milliseconds(50);
     auto next_poll = Clock::now() + poll_every;
+    const auto spin = std::chrono::microseconds(cfg_.spin_us);
+    auto spin_until = Clock::now() + spin;
     std::unique_lock<std::mutex> lk(qmu_);
     for (;;) {
       if (stop_.load()) return;
@@ -531,6 +545,13 @@ class SelfPlayEngine {
       const bool ready = b.count >= cfg_.batch_size || (b.count > 0 && (now >= b.first + timeout || all_waiting));
       if (!ready) {
         if (active_ == 0 && b.count == 0) return;  // every worker has finished
+        if (cfg_.spin_us > 0 && now < spin_until) {
+          lk.unlock();
+          std::this_thread::yield();
+          lk.lock();
+          wait_s_ += std::chrono::duration<double>(Clock::now() - now).count();
+          continue;
+        }
         auto deadline = b.count > 0 ? b.first + timeout : now + poll_every;
         if (poll) deadline = std::min(deadline, next_poll);
         eval_cv_.wait_until(lk, deadline);
@@ -544,6 +565,7 @@ class SelfPlayEngine {
       evaluate(bufs_[e], e, eval);
       lk.lock();
       bufs_[e].count = 0;
+      spin_until = Clock::now() + spin;
     }
   }
 
@@ -573,6 +595,7 @@ class SelfPlayEngine {
       {
         std::lock_guard<std::mutex> lk(wk.mu);
         wk.inbox.insert(wk.inbox.end(), staging_[w].begin(), staging_[w].end());
+        wk.has_inbox.store(true, std::memory_order_release);
       }
       wk.cv.notify_one();
     }

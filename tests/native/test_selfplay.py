@@ -117,8 +117,10 @@ def check_metrics(m: dict, cfg: dict) -> None:
     assert m["simulations"] == m["positions"] * (sims + 1)
 
 
-@pytest.mark.parametrize("workers,games,leaves", [(1, 1, 1), (1, 4, 4), (4, 3, 2)])
-def test_complete_games_and_samples(workers, games, leaves):
+@pytest.mark.parametrize(
+    "workers,games,leaves,spin", [(1, 1, 1, 0), (1, 1, 1, 20), (1, 4, 4, 0), (4, 3, 2, 20)]
+)
+def test_complete_games_and_samples(workers, games, leaves, spin):
     cfg = dict(
         num_simulations=24,
         num_workers=workers,
@@ -126,6 +128,7 @@ def test_complete_games_and_samples(workers, games, leaves):
         leaves_per_game=leaves,
         batch_size=8,
         timeout_us=500,
+        spin_us=spin,
     )
     ev = Evaluator()
     before = native_threads()
@@ -359,6 +362,7 @@ def test_bad_config():
         ("timeout_us", -1),
         ("dirichlet_epsilon", 1.5),
         ("cache_size", -1),
+        ("spin_us", -1),
     ]:
         with pytest.raises(ValueError, match=key):
             mn.SelfPlay(None, **{key: val})
