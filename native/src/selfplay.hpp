@@ -501,6 +501,15 @@ class SelfPlayEngine {
   void push(std::vector<Request>& reqs) {
     std::unique_lock<std::mutex> lk(qmu_);
     for (Request& r : reqs) {
+      if (bufs_[filling_].count >= cfg_.batch_size && cfg_.spin_us > 0) {
+        eval_cv_.notify_one();
+        const auto until = Clock::now() + std::chrono::microseconds(cfg_.spin_us);
+        while (bufs_[filling_].count >= cfg_.batch_size && !stop_.load() && Clock::now() < until) {
+          lk.unlock();
+          std::this_thread::yield();
+          lk.lock();
+        }
+      }
       while (bufs_[filling_].count >= cfg_.batch_size && !stop_.load()) {
         eval_cv_.notify_one();
         space_cv_.wait(lk);

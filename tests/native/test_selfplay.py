@@ -372,3 +372,23 @@ def test_bad_config():
         mn.SelfPlay(3)
     with pytest.raises(ValueError, match="num_games"):
         mn.SelfPlay(None).run(-1)
+
+
+def test_torch_tensors_as_buffers_and_outputs():
+    """Pinned torch tensors are the intended planes buffers on CUDA machines; on
+    CPU, plain tensors check the same path: the evaluator gets slices of them."""
+    torch = pytest.importorskip("torch")
+    bufs = (torch.zeros(8, 3, 6, 7), torch.zeros(8, 3, 6, 7))
+    kinds = set()
+
+    def ev(planes, legal):
+        kinds.add(type(planes))
+        assert any(planes.data_ptr() == b.data_ptr() for b in bufs)
+        n = len(planes)
+        return torch.zeros(n, 7), torch.zeros(n)
+
+    out = mn.SelfPlay(
+        ev, num_simulations=16, num_workers=2, games_per_worker=4, batch_size=8, planes_buffers=bufs
+    ).run(4)
+    check_samples(out, 4)
+    assert kinds == {torch.Tensor}
