@@ -548,7 +548,7 @@ void bind_search(nb::module_& m) {
            },
            "evaluator"_a.none(), nb::kw_only(), "num_simulations"_a = 100, "num_workers"_a = 1,
            "games_per_worker"_a = 1, "leaves_per_game"_a = 1, "batch_size"_a = 16, "timeout_us"_a = 1000,
-           "flush_when_idle"_a = true, "spin_us"_a = 20, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f, "dirichlet_epsilon"_a = 0.25f,
+           "flush_when_idle"_a = true, "spin_us"_a = 0, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f, "dirichlet_epsilon"_a = 0.25f,
            "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "temperature"_a = 1.0f, "temperature_moves"_a = 8,
            "policy"_a = "logits", "cache_size"_a = 1 << 16, "seed"_a = 0, "planes_buffers"_a.none() = nb::none())
       .def("run", &PySelfPlay::run, "num_games"_a,

@@ -40,6 +40,20 @@
 
 namespace meeple::mcts {
 
+// Busy-wait hint between polls of a spinning wait (SelfPlayConfig::spin_us).
+// Measured on the shared 2-core VMs: blocking at once (spin_us = 0, the default)
+// is the robust choice. Spinning with sched_yield helped at moderate load but
+// collapsed (up to 30x slower) when other processes kept the cores busy, since
+// a yield hands the core away for a whole time slice; a plain busy spin only
+// pays when every waiting thread has a core of its own.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  for (int i = 0; i < 16; ++i) asm volatile("yield" ::: "memory");
+#endif
+}
+
 struct SelfPlayConfig {
   SearchParams search;             // search.num_simulations per move; dirichlet_epsilon > 0 for noise
   int num_workers = 1;             // W worker threads
@@ -48,7 +62,7 @@ struct SelfPlayConfig {
   int batch_size = 16;             // evaluator batch (rows)
   std::int64_t timeout_us = 1000;  // flush a non-empty batch this long after its first item
   bool flush_when_idle = true;     // also flush at once when every worker waits for results
-  int spin_us = 20;                // spin (yielding) this long before blocking on a wait
+  int spin_us = 0;                 // busy-spin this long before blocking (0: block at once)
   int temperature_moves = 8;       // plies sampled with `temperature`, then greedy
   float temperature = 1.0f;
   bool policy_logits = true;       // evaluator returns logits (softmax over legal moves) or priors
@@ -476,20 +490,26 @@ class SelfPlayEngine {
     eval_cv_.notify_all();
   }
 
+  // Blocks until the inbox has results (or stop). The worker counts as waiting
+  // (for flush_when_idle) from the start, also while it spins.
   void wait_for_results(Worker& wk) {
-    if (cfg_.spin_us > 0) {
-      const auto until = Clock::now() + std::chrono::microseconds(cfg_.spin_us);
-      do {
-        if (wk.has_inbox.load(std::memory_order_acquire) || stop_.load()) return;
-        std::this_thread::yield();
-      } while (Clock::now() < until);
-    }
     {
       std::lock_guard<std::mutex> lk(qmu_);
       ++waiting_;
     }
     eval_cv_.notify_one();
-    {
+    bool ready = false;
+    if (cfg_.spin_us > 0) {
+      const auto until = Clock::now() + std::chrono::microseconds(cfg_.spin_us);
+      do {
+        if (wk.has_inbox.load(std::memory_order_acquire) || stop_.load()) {
+          ready = true;
+          break;
+        }
+        cpu_relax();
+      } while (Clock::now() < until);
+    }
+    if (!ready) {
       std::unique_lock<std::mutex> lk(wk.mu);
       wk.cv.wait(lk, [&] { return !wk.inbox.empty() || stop_.load(); });
     }
@@ -506,7 +526,7 @@ class SelfPlayEngine {
         const auto until = Clock::now() + std::chrono::microseconds(cfg_.spin_us);
         while (bufs_[filling_].count >= cfg_.batch_size && !stop_.load() && Clock::now() < until) {
           lk.unlock();
-          std::this_thread::yield();
+          cpu_relax();
           lk.lock();
         }
       }
@@ -556,7 +576,7 @@ class SelfPlayEngine {
         if (active_ == 0 && b.count == 0) return;  // every worker has finished
         if (cfg_.spin_us > 0 && now < spin_until) {
           lk.unlock();
-          std::this_thread::yield();
+          cpu_relax();
           lk.lock();
           wait_s_ += std::chrono::duration<double>(Clock::now() - now).count();
           continue;

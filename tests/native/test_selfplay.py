@@ -53,7 +53,9 @@ class Evaluator:
             time.sleep(self.delay)
         centre = planes[:, 0, :, 3].sum(1) - planes[:, 1, :, 3].sum(1)
         logits = np.broadcast_to(self.weights, (len(planes), 7))
-        return logits, np.tanh(0.3 * centre).astype(np.float32)
+        # exact arithmetic (no SIMD-vs-scalar ulp differences): a row's output
+        # does not depend on the batch it comes in, which the determinism test needs
+        return logits, np.clip(0.25 * centre, -1.0, 1.0).astype(np.float32)
 
 
 class EvaluatorBroke(Exception):
@@ -133,13 +135,13 @@ def test_complete_games_and_samples(workers, games, leaves, spin):
     ev = Evaluator()
     before = native_threads()
     with mn.SelfPlay(ev, **cfg) as sp:
-        out = sp.run(10)
+        out = sp.run(6)
         assert not sp.running
     assert threads_back_to(before)
-    check_samples(out, 10)
+    check_samples(out, 6)
     m = out["metrics"]
     check_metrics(m, cfg)
-    assert m["games"] == 10 and not m["stopped"] and m["positions"] == len(out["value"])
+    assert m["games"] == 6 and not m["stopped"] and m["positions"] == len(out["value"])
     assert ev.rows == m["evaluations"] and ev.calls == m["batches"]
     if workers * games * leaves > 1:
         assert m["mean_batch_size"] > 1.0
@@ -185,12 +187,16 @@ def test_timeout_flushes_batch_larger_than_inflight_leaves():
     m = out["metrics"]
     check_samples(out, 2)
     assert max(i for i, h in enumerate(m["batch_size_hist"]) if h) <= 4
-    assert m["queue_latency_p50_us"] >= 1500  # items waited for the timeout
+    assert m["queue_latency_p50_us"] >= 1000  # items waited for the 2 ms timeout
     assert elapsed < 20
-    # the same with the idle flush: no waiting for the timeout
-    out2 = mn.SelfPlay(Evaluator(), **{**cfg, "flush_when_idle": True}).run(2)
-    assert out2["metrics"]["queue_latency_p50_us"] < 1500
-    assert out2["metrics"]["wall_s"] < m["wall_s"]
+    # flush_when_idle: with a timeout of 10 s per batch the run still ends at once,
+    # since the batch is flushed as soon as every worker waits for results
+    t0 = time.perf_counter()
+    out2 = mn.SelfPlay(
+        Evaluator(), **{**cfg, "flush_when_idle": True, "timeout_us": 10_000_000}
+    ).run(2)
+    assert time.perf_counter() - t0 < 20
+    assert out2["metrics"]["games"] == 2 and out2["metrics"]["queue_latency_p99_us"] < 5e6
 
 
 def test_stop_from_evaluator_mid_run():
@@ -314,17 +320,17 @@ def test_close_from_inside_the_evaluator_does_not_deadlock():
 
 def test_determinism_with_fixed_seed():
     cfg = dict(
-        num_simulations=20,
+        num_simulations=12,
         leaves_per_game=1,
         batch_size=8,
         dirichlet_epsilon=0.25,
         temperature_moves=10,
     )
-    a = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=7, **cfg).run(6)
-    b = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=7, **cfg).run(6)
+    a = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=7, **cfg).run(4)
+    b = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=7, **cfg).run(4)
     # per-game random streams: workers and concurrent games do not change the games
-    c = mn.SelfPlay(Evaluator(), num_workers=3, games_per_worker=2, seed=7, **cfg).run(6)
-    d = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=8, **cfg).run(6)
+    c = mn.SelfPlay(Evaluator(), num_workers=3, games_per_worker=2, seed=7, **cfg).run(4)
+    d = mn.SelfPlay(Evaluator(), num_workers=1, games_per_worker=1, seed=8, **cfg).run(4)
     for key in ["planes", "policy", "value", "legal", "game", "ply"]:
         assert np.array_equal(a[key], b[key]), key
         assert np.array_equal(a[key], c[key]), key
