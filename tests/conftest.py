@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,25 @@ def _single_thread():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+# Files a test corrupts on purpose (see tests/checkpoint/conftest.py: flip_byte).
+CORRUPTED = pytest.StashKey[set]()
+
+
+@pytest.fixture(autouse=True)
+def _sidecars_pass_sha256sum(request):
+    """Every ``.sha256`` sidecar a test leaves under its tmp_path passes ``sha256sum -c``."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is None or shutil.which("sha256sum") is None:
+        return
+    corrupted = request.node.stash.get(CORRUPTED, set())
+    for sidecar in sorted(tmp.rglob("*.sha256")):
+        if sidecar.with_name(sidecar.name.removesuffix(".sha256")).resolve() in corrupted:
+            continue
+        done = subprocess.run(["sha256sum", "-c", sidecar.name], cwd=sidecar.parent, capture_output=True, text=True)
+        assert done.returncode == 0, f"sha256sum -c {sidecar}: {done.stdout}{done.stderr}"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -64,11 +64,36 @@ class PhaseSeeds:
         """One independent seed per worker of a component (children 0..n-1)."""
         return [_to_int(child) for child in self.sequence(component).spawn(n)]
 
-    def stream(self, component: Component, offset: int = 0) -> Iterator[int]:
-        """An endless stream of fresh seeds (e.g. one per evaluation), independent of worker_seeds."""
-        seq = np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component), 2**31 + offset))
-        while True:
-            yield _to_int(seq.spawn(1)[0])
+    def stream(self, component: Component, offset: int = 0, position: int = 0) -> SeedStream:
+        """An endless stream of fresh seeds (e.g. one per evaluation), independent of worker_seeds.
+
+        ``position`` seeds are skipped (a checkpoint stores ``SeedStream.position``).
+        """
+        return SeedStream(
+            np.random.SeedSequence(
+                self.master, spawn_key=(self.phase, int(component), 2**31 + offset), n_children_spawned=position
+            )
+        )
+
+    def restart_seeds(self, component: Component, n: int, restart: int) -> list[int]:
+        """Seeds for ``n`` workers restarted at rollout ``restart`` (a resume that cannot restore
+        the envs' state): fresh episodes, reproducible, independent of worker_seeds and streams."""
+        seq = np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component), 2**30 + restart))
+        return [_to_int(child) for child in seq.spawn(n)]
+
+
+class SeedStream(Iterator[int]):
+    """Endless fresh seeds from one SeedSequence; ``position`` is its spawn counter."""
+
+    def __init__(self, sequence: np.random.SeedSequence) -> None:
+        self.sequence = sequence
+
+    @property
+    def position(self) -> int:
+        return self.sequence.n_children_spawned
+
+    def __next__(self) -> int:
+        return _to_int(self.sequence.spawn(1)[0])
 
 
 def seed_process(seed: int) -> None:

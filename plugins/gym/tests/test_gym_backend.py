@@ -38,3 +38,50 @@ def test_any_gym_id_trains_through_the_platform(tmp_path, monkeypatch):
     metrics = train(cfg)
     assert metrics["train/frames"] == 96
     assert "eval/episode_return" in metrics
+
+
+def _play(env, td, steps, seed):
+    """Fixed random actions; returns the carried td and every step's (obs, reward sum, count)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    seen = []
+    for _ in range(steps):
+        td["action"] = torch.randint(0, 2, env.batch_size, generator=generator)
+        full, td = env.step_and_maybe_reset(td)
+        seen.append(torch.cat([full["next", "observation"], full["next", "episode_reward"],
+                               full["next", "step_count"].float()], -1))
+    return td, torch.stack(seen)
+
+
+def test_sim_state_snapshot_continues_episodes_exactly_in_a_fresh_env():
+    import io
+
+    import torch
+
+    from meeple.envs.factory import make_env
+
+    cfg = {"backend": "gym", "id": "CartPole-v1"}
+    env = make_env(cfg, num_envs=3, seed=3)
+    td, _ = _play(env, env.reset(), 40, seed=1)  # mid-episode, some envs already reset
+    state = backend.get_sim_state(env.base_env)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    state = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # what a checkpoint holds
+    _, expected = _play(env, td.clone(), 80, seed=2)
+
+    fresh = make_env(cfg, num_envs=3, seed=999)
+    fresh.reset()
+    backend.set_sim_state(fresh.base_env, state)
+    _, replayed = _play(fresh, td.clone(), 80, seed=2)
+    assert torch.equal(expected, replayed)
+
+
+def test_sim_state_refuses_envs_without_a_state_api():
+    from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
+
+    assert isinstance(backend, EnvSnapshots)
+    env = backend.make_env({"id": "FrozenLake-v1"}, num_envs=1)
+    env.reset()
+    with pytest.raises(SnapshotUnsupported, match="FrozenLake"):
+        backend.get_sim_state(env)

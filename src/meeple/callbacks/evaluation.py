@@ -80,6 +80,14 @@ class GreedyEvaluation(L.Callback):
         self.history.append((getattr(dm, "frames", 0), self.last_return))
         return self.last_return
 
+    # -- checkpoint state (its seed stream's position is saved with the datamodule's streams) --
+    def state_dict(self) -> dict:
+        return {"last_return": self.last_return, "history": list(self.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.last_return = state["last_return"]
+        self.history = [tuple(point) for point in state["history"]]
+
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._env is not None:
             self._env.close()

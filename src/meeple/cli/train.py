@@ -12,9 +12,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from meeple.checkpoint.session import start_checkpointing
 from meeple.config.schema import check_accelerator, validate
 from meeple.data.rollout import RolloutDataModule
-from meeple.envs.factory import make_env
+from meeple.envs.factory import env_snapshots, make_env
 from meeple.errors import MeepleError
 from meeple.nets.compile import compile_networks
 from meeple.plugins.registry import load_backend
@@ -71,6 +72,7 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
+        env_snapshots=env_snapshots(env_cfg),
     )
     callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
@@ -90,17 +92,38 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train as configured; return the final value of every logged metric."""
+    seed_origin = "from config" if cfg.seed is not None else "drawn from os.urandom"
+    # Run directory + what to resume from; pins cfg.seed to the run's master seed.
+    session = start_checkpointing(cfg, phase=PHASE_INDEX)
+    if session is not None:
+        cfg = session.cfg
+        seed_origin = "of the resumed run" if session.resumed else seed_origin
     parts = build_run(cfg)
+    if session is not None:  # the run builds: now write its directory
+        session.open()
+        log.info("run directory %s", session.run.path)
     master = parts["master_seed"]
-    log.info("master seed %d (%s)", master, "from config" if cfg.seed is not None else "drawn from os.urandom")
-    logger = make_mlflow_logger(cfg, master_seed=master)
+    log.info("master seed %d (%s)", master, seed_origin)
+    logger = make_mlflow_logger(
+        cfg, master_seed=master, run_dir=session.run.path if session else None,
+        continue_run_id=session.mlflow_run_to_continue(cfg.tracking.uri) if session else None,
+    )
     if logger is not None:
-        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact)
+        resumed = session is not None and session.mlflow_run_to_continue(cfg.tracking.uri) is not None
+        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact, resumed=resumed)
         log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
+        if session is not None:
+            session.record_mlflow_run(logger.run_id, cfg.tracking.uri)
 
     seed_process(parts["seeds"].seed(Component.DATA))  # action sampling in the collector
-    trainer: L.Trainer = instantiate(cfg.trainer, logger=logger or False, **parts["trainer_kwargs"])
-    trainer.fit(parts["module"], datamodule=parts["datamodule"])
+    trainer_kwargs = dict(parts["trainer_kwargs"])
+    if session is not None:  # Lightning's checkpointing, through meeple's CheckpointIO and callback
+        trainer_kwargs.update(
+            callbacks=[*trainer_kwargs["callbacks"], session.callback], plugins=[session.io], enable_checkpointing=True,
+        )
+    trainer: L.Trainer = instantiate(cfg.trainer, logger=logger or False, **trainer_kwargs)
+    trainer.fit(parts["module"], datamodule=parts["datamodule"],
+                ckpt_path=str(session.resume_from) if session and session.resume_from else None)
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     evaluation = parts["callbacks"].get("eval")

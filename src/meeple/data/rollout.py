@@ -5,10 +5,17 @@ One Lightning epoch is one rollout: iterating :class:`RolloutDataset` collects
 compute advantages, and yields shuffled minibatches for ``ppo_epochs`` passes.
 Weights reach the actors at that boundary; every rollout is stamped with the
 ``policy_version`` it was collected with.
+
+Checkpoints (taken at rollout boundaries) hold :meth:`RolloutDataModule.state_dict`: the
+data-side progress, the shuffle generator and, when the env backend supports snapshots
+and one process collects, the collector's in-flight episodes (simulator state and the
+carried observation, ``episode_reward`` and ``step_count``), so a resumed run continues
+exactly where the saved one stood.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -16,13 +23,16 @@ from typing import Any
 
 import lightning as L
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch.utils.data import DataLoader, IterableDataset
-from torchrl.collectors import BaseCollector
-from torchrl.envs import EnvBase
+from torchrl.collectors import BaseCollector, Collector
+from torchrl.envs import EnvBase, TransformedEnv
 
 from meeple.data.collectors import build_collector
-from meeple.seeding import Component, PhaseSeeds
+from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
+from meeple.seeding import Component, PhaseSeeds, SeedStream
+
+log = logging.getLogger(__name__)
 
 
 def _identity(x: Any) -> Any:
@@ -41,8 +51,10 @@ class RolloutDataModule(L.LightningDataModule):
         ppo_epochs: int,
         minibatch_size: int,
         collector_type: str,
+        env_snapshots: EnvSnapshots | None = None,
     ) -> None:
-        """``env_fn(num_envs=, seed=)`` builds one worker's batch of ``num_envs`` envs."""
+        """``env_fn(num_envs=, seed=)`` builds one worker's batch of ``num_envs`` envs;
+        ``env_snapshots`` (the backend's, optional) lets checkpoints capture its envs."""
         super().__init__()
         self.env_fn = env_fn
         self.seeds = seeds
@@ -52,6 +64,7 @@ class RolloutDataModule(L.LightningDataModule):
         self.ppo_epochs = ppo_epochs
         self.minibatch_size = minibatch_size
         self.collector_type = collector_type
+        self.env_snapshots = env_snapshots
         self.frames_per_batch = num_envs * len(self.worker_seeds) * rollout_steps
         self.minibatches_per_epoch = self.frames_per_batch // minibatch_size
         self.generator = torch.Generator().manual_seed(seeds.seed(Component.DATA))
@@ -62,6 +75,10 @@ class RolloutDataModule(L.LightningDataModule):
         self.stats: dict[str, float] = {}
         self._last_return: float | None = None
         self._last_length: float | None = None
+        self._streams: dict[Component, SeedStream] = {}
+        self._resumed = False  # set by load_state_dict: the collector starts from a checkpoint
+        self._saved_collector: dict | None = None
+        self._snapshot_warned = False
 
     # -- lifecycle -------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -76,7 +93,17 @@ class RolloutDataModule(L.LightningDataModule):
         if self.collector is not None:
             return
         module = self.trainer.lightning_module
-        env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in self.worker_seeds]
+        seeds, saved = self.worker_seeds, self._saved_collector
+        exact = saved is not None and self.env_snapshots is not None and self._single_process()
+        if self._resumed and not exact:
+            # No snapshot of the envs: fresh episodes on seeds that depend on where the run resumes.
+            seeds = self.seeds.restart_seeds(Component.ENV, len(seeds), self.policy_version)
+            log.warning(
+                "resume is not bit-exact: %s; envs restart from fresh episodes",
+                "the checkpoint holds no env snapshot (backend without get_sim_state, or several "
+                "collector processes)" if saved is None else "this run cannot restore the saved env snapshot",
+            )
+        env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in seeds]
         self.collector = build_collector(
             self.collector_type,
             env_fns,
@@ -84,6 +111,9 @@ class RolloutDataModule(L.LightningDataModule):
             frames_per_batch=self.frames_per_batch,
             policy_device=module.device,
         )
+        if self._resumed and exact:
+            self._restore_collector(saved)
+        self._resumed, self._saved_collector = False, None
         self._batches = iter(self.collector)
 
     def teardown(self, stage: str) -> None:
@@ -92,8 +122,72 @@ class RolloutDataModule(L.LightningDataModule):
             self.collector = None
             self._batches = None
 
-    def seed_stream(self, component: Component) -> Iterator[int]:
-        return self.seeds.stream(component)
+    def seed_stream(self, component: Component) -> SeedStream:
+        """This run's stream of fresh seeds for ``component`` (one per component; checkpointed)."""
+        if component not in self._streams:
+            self._streams[component] = self.seeds.stream(component)
+        return self._streams[component]
+
+    def seed_stream_positions(self) -> dict[str, int]:
+        return {component.name: stream.position for component, stream in self._streams.items()}
+
+    def restore_seed_streams(self, positions: dict[str, int]) -> None:
+        self._streams = {Component[name]: self.seeds.stream(Component[name], position=position)
+                         for name, position in positions.items()}
+
+    # -- checkpoint state (Lightning stores it with every checkpoint) ---------
+    def state_dict(self) -> dict:
+        return {
+            "policy_version": self.policy_version,
+            "frames": self.frames,
+            "generator": self.generator.get_state(),
+            "last_return": self._last_return,
+            "last_length": self._last_length,
+            "stats": dict(self.stats),
+            "collector": self._collector_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy_version = state["policy_version"]
+        self.frames = state["frames"]
+        self.generator.set_state(state["generator"])
+        self._last_return, self._last_length = state["last_return"], state["last_length"]
+        self.stats = dict(state["stats"])
+        self._saved_collector = state["collector"]
+        self._resumed = True
+        if self.collector is not None:  # loaded into a running datamodule: rebuild at the next rollout
+            self.teardown("fit")
+
+    def _single_process(self) -> bool:
+        return self.collector_type == "sync" or (self.collector_type == "auto" and len(self.worker_seeds) == 1)
+
+    def _collector_state(self) -> dict | None:
+        """The in-flight episodes of a single-process collector, when the backend can snapshot them."""
+        collector = self.collector
+        if not isinstance(collector, Collector) or self.env_snapshots is None:
+            return None
+        try:
+            sim = self.env_snapshots.get_sim_state(_backend_env(collector.env))
+        except SnapshotUnsupported as err:
+            if not self._snapshot_warned:
+                log.warning("checkpoints hold no env snapshot (%s): a resume restarts episodes", err)
+                self._snapshot_warned = True
+            return None
+        return {
+            "sim": sim,
+            "carrier": collector._carrier.to_dict(),  # next observation, episode_reward, step_count
+            "frames": collector._frames,
+            "iter": collector._iter,
+            "traj_pool": collector._traj_pool.state_dict() if collector.track_traj_ids else None,
+        }
+
+    def _restore_collector(self, state: dict) -> None:
+        collector = self.collector
+        self.env_snapshots.set_sim_state(_backend_env(collector.env), state["sim"])
+        collector._carrier.update(TensorDict(state["carrier"], batch_size=collector._carrier.batch_size))
+        collector._frames, collector._iter = state["frames"], state["iter"]
+        if state["traj_pool"] is not None and collector.track_traj_ids:
+            collector._traj_pool.load_state_dict(state["traj_pool"])
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(RolloutDataset(self), batch_size=None, collate_fn=_identity)
@@ -132,6 +226,13 @@ class RolloutDataModule(L.LightningDataModule):
         if self._last_return is not None:
             self.stats["train/episode_return"] = self._last_return
             self.stats["train/episode_length"] = self._last_length
+
+
+def _backend_env(env: EnvBase) -> EnvBase:
+    """The backend's own env under the core's transforms."""
+    while isinstance(env, TransformedEnv):
+        env = env.base_env
+    return env
 
 
 class RolloutDataset(IterableDataset):

@@ -8,6 +8,7 @@ from typing import Any
 from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from meeple.plugins.registry import load_backend
+from meeple.plugins.spec import EnvSnapshots
 
 
 def make_env(env_cfg: Mapping[str, Any], *, num_envs: int, seed: int, device: str = "cpu") -> EnvBase:
@@ -22,3 +23,12 @@ def make_env(env_cfg: Mapping[str, Any], *, num_envs: int, seed: int, device: st
     env = TransformedEnv(env, Compose(RewardSum(), StepCounter()))
     env.set_seed(seed)
     return env
+
+
+def env_snapshots(env_cfg: Mapping[str, Any]) -> EnvSnapshots | None:
+    """The backend's optional snapshot functions (exact resume), or None when it has none.
+
+    They act on the backend's own env: pass ``env.base_env`` of an env from :func:`make_env`.
+    """
+    backend = load_backend(env_cfg["backend"])
+    return backend if isinstance(backend, EnvSnapshots) else None

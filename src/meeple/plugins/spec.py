@@ -29,3 +29,26 @@ class EnvBackend(Protocol):
 
     def make_env(self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu") -> EnvBase:
         ...
+
+
+@runtime_checkable
+class EnvSnapshots(Protocol):
+    """Optional: a backend whose envs' simulator state can be saved and restored exactly.
+
+    Checkpoints use it for exact resume: the collector's in-flight episodes continue
+    where they stood. ``env`` is what the backend's ``make_env`` returned (not the core's
+    transformed wrapper). The state must be built from tensors, Python scalars, strings,
+    None, lists, tuples and dicts (checkpoints load with ``torch.load(weights_only=True)``).
+    A backend without it still resumes, but its envs restart from fresh episodes.
+    ``get_sim_state`` may raise :class:`SnapshotUnsupported` for envs it cannot capture.
+    """
+
+    def get_sim_state(self, env: EnvBase) -> dict[str, Any]:
+        ...
+
+    def set_sim_state(self, env: EnvBase, state: dict[str, Any]) -> None:
+        ...
+
+
+class SnapshotUnsupported(NotImplementedError):
+    """This env's simulator state cannot be captured exactly (resume restarts its episodes)."""

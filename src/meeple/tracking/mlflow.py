@@ -2,7 +2,8 @@
 
 Every run records: the composed config (params + ``config.yaml``), git sha and dirty flag,
 seed, hardware profile, host (name, OS, Python, CPUs, memory, GPUs), meeple's and the key
-packages' versions, its Hydra run directory, and MLflow's system metrics (``system/*``:
+packages' versions, its Hydra run directory and meeple run directory (checkpoints, gates; tags
+``meeple.run_dir``, ``meeple.run_id``), and MLflow's system metrics (``system/*``:
 CPU, memory, disk, network, GPU when present) sampled by a background thread. Inside a
 sweep (``tracking.parent_run_id`` set) the run is nested under the sweep's parent run.
 """
@@ -114,8 +115,13 @@ def _ensure_sqlite_parent(uri: str) -> None:
         Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | None:
-    """An MLFlowLogger for this run, or None when ``tracking.uri`` is null."""
+def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path | None = None,
+                       continue_run_id: str | None = None) -> MLFlowLogger | None:
+    """An MLFlowLogger for this run, or None when ``tracking.uri`` is null.
+
+    ``run_dir`` is the meeple run directory (tagged); ``continue_run_id`` resumes logging into
+    an existing MLflow run (a resumed training run) instead of creating one.
+    """
     tracking = cfg.tracking
     if not tracking.uri:
         return None
@@ -131,8 +137,11 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | N
         "phase": str(cfg.phase.name),
         "meeple_version": meeple.__version__,
     }
-    if run_dir := run_directory():
-        tags["run_dir"] = run_dir
+    if hydra_dir := run_directory():
+        tags["run_dir"] = hydra_dir
+    if run_dir is not None:
+        tags["meeple.run_dir"] = str(Path(run_dir).resolve())
+        tags["meeple.run_id"] = Path(run_dir).name
     # Inside a sweep: nest under the sweep's parent run and say which trial this is.
     if parent := OmegaConf.select(cfg, "tracking.parent_run_id", default=None):
         tags[PARENT_RUN_TAG] = str(parent)
@@ -152,6 +161,7 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int) -> MLFlowLogger | N
         artifact_location=Path(artifacts).expanduser().resolve().as_uri() if artifacts else None,
         system_metrics=bool(OmegaConf.select(cfg, "tracking.system_metrics", default=True)),
         system_metrics_interval=float(OmegaConf.select(cfg, "tracking.system_metrics_interval", default=10.0)),
+        run_id=continue_run_id,
     )
 
 
@@ -202,11 +212,33 @@ def start_system_metrics(run_id: str, tracking_uri: str, interval: float) -> Any
     return monitor
 
 
-def log_run_config(logger: MLFlowLogger, cfg: DictConfig, *, master_seed: int, log_artifact: bool) -> None:
-    """Flattened config as params (with the resolved seed) and the composed YAML as an artifact."""
+# Run-control keys (how a run starts, not what it trains) are not params.
+_NOT_PARAMS = ("resume", "resume_dir")
+
+
+def log_run_config(logger: MLFlowLogger, cfg: DictConfig, *, master_seed: int, log_artifact: bool,
+                   resumed: bool = False) -> None:
+    """Flattened config as params (with the resolved seed) and the composed YAML as an artifact.
+
+    A resumed run logs only params the run lacks (MLflow refuses changed values) and warns
+    about changed ones; its config goes to ``config_resumed.yaml``.
+    """
     params = OmegaConf.to_container(cfg, resolve=True)
+    for key in _NOT_PARAMS:
+        params.pop(key, None)
     params["seed"] = master_seed
-    logger.log_hyperparams(params)
+    if resumed:
+        from lightning.fabric.utilities.logger import _flatten_dict
+
+        logged = logger.experiment.get_run(logger.run_id).data.params
+        flat = {k: v for k, v in _flatten_dict(params).items() if k not in logged}
+        changed = sorted(k for k, v in _flatten_dict(params).items() if k in logged and str(v)[:250] != logged[k])
+        if changed:
+            log.warning("resumed run: params changed since the run started (MLflow keeps the first values): %s",
+                        ", ".join(changed))
+        params = flat
+    if params:
+        logger.log_hyperparams(params)
     if log_artifact:
         text = OmegaConf.to_yaml(cfg, resolve=True)
-        logger.experiment.log_text(logger.run_id, text, "config.yaml")
+        logger.experiment.log_text(logger.run_id, text, "config_resumed.yaml" if resumed else "config.yaml")

@@ -1,0 +1,31 @@
+"""Checkpoint test fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORRUPTED, REPO
+
+
+@pytest.fixture
+def flip_byte(request):
+    """flip_byte(path, offset=None): invert one byte of a file (the sidecar check skips it)."""
+
+    def flip(path: Path, offset: int | None = None) -> Path:
+        path = Path(path).resolve()
+        data = bytearray(path.read_bytes())
+        offset = len(data) // 2 if offset is None else offset
+        data[offset] ^= 0xFF
+        path.write_bytes(bytes(data))
+        request.node.stash.setdefault(CORRUPTED, set()).add(path)
+        return path
+
+    return flip
+
+
+@pytest.fixture
+def importable_tests(monkeypatch):
+    """Configs may name test helpers by ``_target_: tests.checkpoint.helpers...`` from any cwd."""
+    monkeypatch.syspath_prepend(str(REPO))
