@@ -44,3 +44,10 @@ def test_default_run_is_the_cartpole_recipe(compose):
     recipe = OmegaConf.to_container(compose(["+experiment=cartpole_ppo"]), resolve=False)
     default.pop("experiment_name"), recipe.pop("experiment_name")
     assert default == recipe
+
+
+def test_debug_and_recipes_override_root_values(compose):
+    # The root config's values are defaults: debug/ routes output to its own task folder.
+    assert compose().task_name == "train"
+    assert compose(["debug=tiny"]).task_name == "debug"
+    assert compose(["debug=tiny", "task_name=mine"]).task_name == "mine"
