@@ -7,6 +7,7 @@ import torch
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
 from meeple.seeding import Component
+from meeple.tracking.keys import EVAL_RETURN
 
 
 @torch.no_grad()
@@ -60,7 +61,7 @@ class GreedyEvaluation(L.Callback):
         if rollout % self.every_n_rollouts and not last:
             return
         mean_return = self.evaluate(trainer, pl_module)
-        pl_module.log("eval/episode_return", mean_return, prog_bar=True, on_step=False, on_epoch=True)
+        pl_module.log(EVAL_RETURN, mean_return, prog_bar=True, on_step=False, on_epoch=True)
         if self.stop_at_return is not None and mean_return >= self.stop_at_return:
             trainer.should_stop = True
 

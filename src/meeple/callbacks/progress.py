@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from lightning.pytorch.callbacks import RichProgressBar
 
+from meeple.tracking.keys import EVAL_RETURN, TRAIN_RETURN
+
 # Logged key -> name shown in the bar (everything else stays in the logger only).
 SHOWN = {
-    "train/episode_return": "return",
-    "eval/episode_return": "eval_return",
+    TRAIN_RETURN: "return",
+    EVAL_RETURN: "eval_return",
 }
 
 

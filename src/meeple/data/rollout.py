@@ -31,6 +31,7 @@ from torchrl.envs import EnvBase, TransformedEnv
 from meeple.data.collectors import build_collector
 from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
 from meeple.seeding import Component, PhaseSeeds, SeedStream
+from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +219,13 @@ class RolloutDataModule(L.LightningDataModule):
         self.stats = {
             "train/frames": float(self.frames),
             "train/episodes": float(done.sum().item()),
-            "perf/frames_per_s": rollout.numel() / max(collect_s, 1e-9),
+            FRAMES_PER_S: rollout.numel() / max(collect_s, 1e-9),
             "perf/policy_lag": float(self.policy_version - rollout["policy_version"].min().item()),
         }
         # Mean over episodes that ended in this rollout (the last value carries over
         # while no episode ends, so curves stay continuous).
         if self._last_return is not None:
-            self.stats["train/episode_return"] = self._last_return
+            self.stats[TRAIN_RETURN] = self._last_return
             self.stats["train/episode_length"] = self._last_length
 
 

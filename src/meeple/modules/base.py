@@ -16,8 +16,10 @@ import time
 import lightning as L
 import torch
 
+from meeple.tracking.keys import TRAIN_RETURN
+
 # Shown in the progress bar at the end of each rollout (see callbacks/progress.py).
-PROGRESS_KEYS = ("train/episode_return",)
+PROGRESS_KEYS = (TRAIN_RETURN,)
 
 
 class RolloutModule(L.LightningModule):

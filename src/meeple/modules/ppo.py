@@ -16,6 +16,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from meeple.modules.base import RolloutModule
+from meeple.tracking.keys import LOSS_TOTAL
 
 # Per-minibatch diagnostics from ClipPPOLoss, logged under train/.
 _DIAGNOSTICS = ("clip_fraction", "kl_approx", "entropy", "ESS", "explained_variance")
@@ -69,7 +70,7 @@ class PPOModule(RolloutModule):
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
             loss = loss + losses["loss_entropy"]
-        metrics = {"loss/total": loss}
+        metrics = {LOSS_TOTAL: loss}
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
                 metrics[f"loss/{key.removeprefix('loss_')}"] = losses[key]
