@@ -104,13 +104,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
         log.info("run directory %s", session.run.path)
     master = parts["master_seed"]
     log.info("master seed %d (%s)", master, seed_origin)
+    continue_run_id = session.mlflow_run_to_continue(cfg.tracking.uri) if session else None
     logger = make_mlflow_logger(
-        cfg, master_seed=master, run_dir=session.run.path if session else None,
-        continue_run_id=session.mlflow_run_to_continue(cfg.tracking.uri) if session else None,
+        cfg, master_seed=master, run_dir=session.run.path if session else None, continue_run_id=continue_run_id,
     )
     if logger is not None:
-        resumed = session is not None and session.mlflow_run_to_continue(cfg.tracking.uri) is not None
-        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact, resumed=resumed)
+        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact,
+                       resumed=continue_run_id is not None)
         log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
         if session is not None:
             session.record_mlflow_run(logger.run_id, cfg.tracking.uri)
