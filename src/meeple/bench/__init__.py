@@ -11,4 +11,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
     ),
+    "mcts": (
+        "meeple.bench.mcts",
+        "Connect Four MCTS: native tree and rollout search vs OpenSpiel's MCTSBot, self-play queue fill",
+    ),
 }
