@@ -1,0 +1,76 @@
+"""Starting env servers on demand: ``python -m meeple.serve`` as a child process."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from meeple.errors import ConfigError
+
+READY = "MEEPLE_SERVER_READY "
+_counter = itertools.count()
+
+
+
+def default_address(transport: str, env_name: str) -> str:
+    if transport == "http":
+        return "127.0.0.1:0"
+    folder = os.path.join(tempfile.gettempdir(), f"meeple-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, f"{env_name}-{os.getpid()}-{next(_counter)}.sock")
+
+
+class ServerProcess:
+    """``python -m meeple.serve`` in a child process; ``address`` once it is ready."""
+
+    def __init__(self, env_cfg: Mapping[str, Any], *, transport: str, num_envs: int, num_workers: int = 0,
+                 address: str | None = None, start_timeout_s: float = 120.0, extra: list[str] = ()) -> None:
+        self.transport = transport
+        address = address or default_address(transport, str(env_cfg.get("backend", "env")))
+        cmd = [sys.executable, "-m", "meeple.serve", "--env-json", json.dumps(dict(env_cfg)),
+               f"transport={transport}", f"transport.address={address}", f"num_envs={num_envs}",
+               f"transport.num_workers={num_workers}", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True)
+        self.address = self._wait_ready(start_timeout_s)
+        # keep draining stdout so the server never blocks on a full pipe
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_ready(self, timeout_s: float) -> str:
+        result: dict[str, Any] = {}
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith(READY):
+                    result.update(json.loads(line[len(READY):]))
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if "address" not in result:
+            self.stop()
+            raise ConfigError(f"the {self.transport} env server did not start within {timeout_s:.0f} s "
+                              f"(exit code {self.proc.poll()}; its errors are above)")
+        return result["address"]
+
+    def _drain(self) -> None:
+        with contextlib.suppress(Exception):
+            for _ in self.proc.stdout:
+                pass
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
