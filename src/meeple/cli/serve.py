@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,11 +26,8 @@ log = logging.getLogger("meeple")
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    env_json = None
-    if "--env-json" in argv:  # launchers pass the resolved env config of a training run
-        i = argv.index("--env-json")
-        env_json = argv[i + 1]
-        del argv[i : i + 2]
+    env_json = _pop_option(argv, "--env-json")  # launchers pass a training run's resolved env config
+    parent = _pop_option(argv, "--parent-pid")  # launchers: exit when the launcher is gone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         cfg = compose_config(argv, config_name="serve")
@@ -52,11 +50,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         ready = {"transport": t.type, "address": server.address, "num_envs": server.num_envs,
-                 "pid": __import__("os").getpid(), "segment": server.segment_name}
+                 "pid": os.getpid(), "segment": server.segment_name}
         print(READY + json.dumps(ready), flush=True)
         while not stop.wait(0.5):
-            pass
+            if parent and os.getppid() != int(parent):
+                log.warning("the process that started this server (pid %s) is gone", parent)
+                break
         log.info("shutting down")
     finally:
         server.close()
     return 0
+
+
+def _pop_option(argv: list[str], name: str) -> str | None:
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    value = argv[i + 1]
+    del argv[i : i + 2]
+    return value

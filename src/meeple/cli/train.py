@@ -46,7 +46,8 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     seeds = PhaseSeeds(master, PHASE_INDEX)
 
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
-    env_fn = partial(make_env, env_cfg)
+    transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
+    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
     # Specs come from a throwaway single env so the model is built before the collector.
     probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
@@ -72,7 +73,7 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
-        env_snapshots=env_snapshots(env_cfg),
+        env_snapshots=env_snapshots(env_cfg, transport_cfg),
     )
     callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)

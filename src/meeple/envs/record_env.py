@@ -53,7 +53,7 @@ class TorchRLArrayEnv:
 
     def step(self, actions: np.ndarray, out: np.ndarray) -> None:
         td = self._td.clone(False)
-        td["action"] = torch.as_tensor(actions, dtype=torch.int64)
+        td["action"] = torch.tensor(actions, dtype=torch.int64)  # a copy: actions may be read-only
         nxt = self.env.step(td)["next"]
         done = nxt["done"].reshape(-1)
         truncated = nxt.get("truncated", torch.zeros_like(done)).reshape(-1)

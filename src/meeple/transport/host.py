@@ -34,9 +34,10 @@ class EnvHost:
             raise ProtocolError(ErrorCode.NOT_READY, f"{MsgType(command).name} before RESET; send RESET first")
         try:
             if command == MsgType.RESET:
-                self.env.reset(seed, out)
+                # env i of the whole server gets seed + i, however the slots are split
+                self.env.reset(None if seed is None else seed + self.first_slot, out)
             elif command == MsgType.STEP:
-                self._check(actions, self._step_legal())
+                self._check(actions, self.legal)
                 self.env.step(actions, out)
                 self.steps += len(actions)
             elif command == MsgType.STEP_MULTI:
@@ -67,9 +68,6 @@ class EnvHost:
             self.legal_multi, self.legal = out_multi["mask"].copy(), out_multi["mask"].max(axis=1)
         else:
             self.legal, self.legal_multi = out["mask"].copy(), None
-
-    def _step_legal(self) -> np.ndarray:
-        return self.legal
 
     def _step_multi(self, actions: np.ndarray, out: np.ndarray, out_multi: np.ndarray) -> None:
         n, seats = self.spaces.num_envs, self.spaces.num_seats

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,13 @@ from meeple.errors import ConfigError
 
 READY = "MEEPLE_SERVER_READY "
 _counter = itertools.count()
+_running: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_running):
+        server.stop()
 
 
 
@@ -36,12 +45,14 @@ class ServerProcess:
         self.transport = transport
         address = address or default_address(transport, str(env_cfg.get("backend", "env")))
         cmd = [sys.executable, "-m", "meeple.serve", "--env-json", json.dumps(dict(env_cfg)),
+               "--parent-pid", str(os.getpid()),
                f"transport={transport}", f"transport.address={address}", f"num_envs={num_envs}",
                f"transport.num_workers={num_workers}", *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True)
         self.address = self._wait_ready(start_timeout_s)
         # keep draining stdout so the server never blocks on a full pipe
         threading.Thread(target=self._drain, daemon=True).start()
+        _running.add(self)
 
     def _wait_ready(self, timeout_s: float) -> str:
         result: dict[str, Any] = {}
@@ -67,6 +78,7 @@ class ServerProcess:
                 pass
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        _running.discard(self)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
