@@ -13,7 +13,10 @@ from meeple.transport.client import connect
 from meeple.transport.server import EnvServer
 
 COUNTER = {"array_env": "meeple.envs.counter:CounterEnv", "kwargs": {"episode_length": 5}}
-FAULTY = {"array_env": "meeple.envs.counter:CounterEnv", "kwargs": {"episode_length": 5, "fail_action": 3}}
+FAULTY = {
+    "array_env": "meeple.envs.counter:CounterEnv",
+    "kwargs": {"episode_length": 5, "fail_action": 3},
+}
 CONNECT4 = {"backend": "connect4"}
 _ids = itertools.count()
 
@@ -27,8 +30,14 @@ def socket_path() -> str:
 @contextlib.contextmanager
 def serving(env_cfg: dict, transport: str, num_envs: int = 4, num_workers: int = 0, **kwargs):
     address = "127.0.0.1:0" if transport == "http" else socket_path()
-    server = EnvServer(env_cfg, transport=transport, address=address, num_envs=num_envs,
-                       num_workers=num_workers, **kwargs).start()
+    server = EnvServer(
+        env_cfg,
+        transport=transport,
+        address=address,
+        num_envs=num_envs,
+        num_workers=num_workers,
+        **kwargs,
+    ).start()
     try:
         yield server
     finally:

@@ -6,8 +6,15 @@ import pytest
 from meeple.transport import protocol as P
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces
 
-C4 = Spaces(3, 7, (3, 6, 7), np.float32, num_seats=2,
-            info=(("to_play", np.uint8), ("moves", np.uint8), ("winner", np.int8)), env_name="connect4")
+C4 = Spaces(
+    3,
+    7,
+    (3, 6, 7),
+    np.float32,
+    num_seats=2,
+    info=(("to_play", np.uint8), ("moves", np.uint8), ("winner", np.int8)),
+    env_name="connect4",
+)
 
 
 def test_header_is_little_endian_9_bytes():
@@ -40,12 +47,26 @@ def test_record_layout_matches_the_documented_offsets():
     dtype = C4.record_dtype()
     offsets = {name: dtype.fields[name][1] for name in dtype.names}
     # head 8, info u8 @8, u8 @9, i8 @10 -> obs at round_up(11, 8) = 16, 504 bytes; mask 7 -> 527 -> 528
-    assert offsets == {"reward": 0, "done": 4, "truncated": 5, "info_to_play": 8, "info_moves": 9,
-                       "info_winner": 10, "obs": 16, "mask": 520}
+    assert offsets == {
+        "reward": 0,
+        "done": 4,
+        "truncated": 5,
+        "info_to_play": 8,
+        "info_moves": 9,
+        "info_winner": 10,
+        "obs": 16,
+        "mask": 520,
+    }
     assert C4.record_size == dtype.itemsize == 528
     wide = Spaces(1, 3, (2,), np.uint8, info=(("a", np.uint8), ("b", np.float64), ("c", np.int16)))
     d = wide.record_dtype()
-    assert [d.fields[k][1] for k in ("info_a", "info_b", "info_c", "obs", "mask")] == [8, 16, 24, 32, 34]
+    assert [d.fields[k][1] for k in ("info_a", "info_b", "info_c", "obs", "mask")] == [
+        8,
+        16,
+        24,
+        32,
+        34,
+    ]
     assert wide.record_size == 40
 
 
@@ -70,7 +91,11 @@ def test_bodies():
     assert P.decode_hello_reply(P.encode_hello_reply("srv")) == (1, "srv")
     assert P.decode_reset(P.encode_reset(None)) is None
     assert P.decode_reset(P.encode_reset(2**40)) == 2**40
-    assert P.decode_actions(P.encode_actions(np.array([1, -2, 3])), 3, "STEP").tolist() == [1, -2, 3]
+    assert P.decode_actions(P.encode_actions(np.array([1, -2, 3])), 3, "STEP").tolist() == [
+        1,
+        -2,
+        3,
+    ]
     with pytest.raises(ProtocolError, match="STEP body is 8 bytes; expected 12"):
         P.decode_actions(b"\0" * 8, 3, "STEP")
     err = P.decode_error(P.encode_error(ErrorCode.BAD_ACTION, "nope"))

@@ -23,7 +23,10 @@ def test_connect4_traces_are_identical_over_every_transport(setup):
     transport, workers = setup
     expected = play(LocalStepper(Connect4ArrayEnv(5)), steps=80)
     assert sum(int(r["done"].sum()) for r in expected) >= 3, "the trace should cross episode ends"
-    with serving(CONNECT4, transport, num_envs=5, num_workers=workers) as server, client_for(server) as client:
+    with (
+        serving(CONNECT4, transport, num_envs=5, num_workers=workers) as server,
+        client_for(server) as client,
+    ):
         assert_same(expected, play(client, steps=80), f"{transport} x{workers}")
         assert client.health()["steps"] == 5 * 80
 
@@ -42,13 +45,21 @@ def test_step_multi_traces_match_in_process(setup):
     # the seat not to move sees an all-zero mask; rewards are +1/-1 at wins
     last = np.concatenate([r["reward"].reshape(-1) for r in expected])
     assert set(np.unique(last)) <= {-1.0, 0.0, 1.0}
-    with serving(CONNECT4, transport, num_envs=3, num_workers=workers) as server, client_for(server) as client:
-        assert_same(expected, play(client, steps=60, multi=True), f"{transport} x{workers} STEP_MULTI")
+    with (
+        serving(CONNECT4, transport, num_envs=3, num_workers=workers) as server,
+        client_for(server) as client,
+    ):
+        assert_same(
+            expected, play(client, steps=60, multi=True), f"{transport} x{workers} STEP_MULTI"
+        )
 
 
 def test_seeds_reach_env_i_as_seed_plus_i(setup):
     transport, workers = setup
-    with serving(COUNTER, transport, num_envs=4, num_workers=workers) as server, client_for(server) as client:
+    with (
+        serving(COUNTER, transport, num_envs=4, num_workers=workers) as server,
+        client_for(server) as client,
+    ):
         records = client.reset(100)
         assert records["obs"][:, 2].tolist() == [100, 101, 102, 103]
         expected = play(LocalStepper(CounterEnv(4)), steps=12, seed=5)
@@ -82,7 +93,9 @@ def test_shm_results_are_zero_copy_views_of_the_segment():
 
 @pytest.mark.parametrize("transport", ["socket", "shm", "http"])
 def test_remote_env_is_a_torchrl_env(transport):
-    with serving(CONNECT4, transport, num_envs=4, num_workers=1 if transport == "shm" else 0) as server:
+    with serving(
+        CONNECT4, transport, num_envs=4, num_workers=1 if transport == "shm" else 0
+    ) as server:
         env = RemoteEnv(connect(transport, server.address))
         check_env_specs(env)
         env.set_seed(0)
@@ -98,7 +111,9 @@ def test_remote_env_is_a_torchrl_env(transport):
         rollout = batches[-1]
         assert rollout.shape == (4, 50)
         taken = rollout["action"]
-        assert rollout["action_mask"].gather(-1, taken.unsqueeze(-1)).all(), "masks travel with observations"
+        assert rollout["action_mask"].gather(-1, taken.unsqueeze(-1)).all(), (
+            "masks travel with observations"
+        )
         assert rollout["next", "done"].any()
         env.close()
 

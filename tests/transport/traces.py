@@ -21,7 +21,9 @@ def play(stepper, steps: int, seed: int = 7, multi: bool = False) -> list[dict[s
     for _ in range(steps):
         if multi:
             mask = records["mask"]
-            if mask.ndim == 2:  # per-env records (after RESET): the mover's mask, offered to every seat
+            if (
+                mask.ndim == 2
+            ):  # per-env records (after RESET): the mover's mask, offered to every seat
                 mask = np.repeat(mask[:, None], seats, axis=1)
             actions = np.zeros(mask.shape[:2], dtype=np.int32)
             for seat in range(seats):

@@ -26,19 +26,27 @@ log = logging.getLogger("meeple")
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    env_json = _pop_option(argv, "--env-json")  # launchers pass a training run's resolved env config
+    env_json = _pop_option(
+        argv, "--env-json"
+    )  # launchers pass a training run's resolved env config
     parent = _pop_option(argv, "--parent-pid")  # launchers: exit when the launcher is gone
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         cfg = compose_config(argv, config_name="serve")
-        env_cfg = json.loads(env_json) if env_json else OmegaConf.to_container(cfg.env, resolve=True)
+        env_cfg = (
+            json.loads(env_json) if env_json else OmegaConf.to_container(cfg.env, resolve=True)
+        )
         t = cfg.transport
         if t.type not in ("socket", "http", "shm"):
             raise MeepleError(f"transport={t.type} cannot be served; accepted: socket, http, shm")
         address = t.address or default_address(t.type, str(env_cfg.get("backend", "env")))
         server = EnvServer(
-            env_cfg, transport=t.type, address=address, num_envs=int(cfg.num_envs),
-            num_workers=int(t.num_workers), max_body=int(t.max_body),
+            env_cfg,
+            transport=t.type,
+            address=address,
+            num_envs=int(cfg.num_envs),
+            num_workers=int(t.num_workers),
+            max_body=int(t.max_body),
             policy=WaitPolicy(float(t.spin_us), float(t.yield_us), float(t.timeout_s)),
         )
         stop = threading.Event()
@@ -49,8 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meeple.serve: error: {err}", file=sys.stderr)
         return 2
     try:
-        ready = {"transport": t.type, "address": server.address, "num_envs": server.num_envs,
-                 "pid": os.getpid(), "segment": server.segment_name}
+        ready = {
+            "transport": t.type,
+            "address": server.address,
+            "num_envs": server.num_envs,
+            "pid": os.getpid(),
+            "segment": server.segment_name,
+        }
         print(READY + json.dumps(ready), flush=True)
         while not stop.wait(0.5):
             if parent and os.getppid() != int(parent):

@@ -59,4 +59,6 @@ def make_array_env(env_cfg: Mapping[str, Any], num_envs: int) -> ArrayEnv:
         return native(env_cfg, num_envs=num_envs)
     from meeple.envs.record_env import TorchRLArrayEnv
 
-    return TorchRLArrayEnv(backend.make_env(env_cfg, num_envs=num_envs), name=str(env_cfg["backend"]))
+    return TorchRLArrayEnv(
+        backend.make_env(env_cfg, num_envs=num_envs), name=str(env_cfg["backend"])
+    )

@@ -15,10 +15,23 @@ from meeple.transport.protocol import Spaces
 
 
 class CounterEnv:
-    def __init__(self, num_envs: int, obs_size: int = 4, num_actions: int = 4, episode_length: int = 5,
-                 truncate: bool = False, fail_action: int | None = None) -> None:
-        self.spaces = Spaces(num_envs, num_actions, (max(obs_size, 3),), np.float32, info=(("t", np.int32),),
-                             env_name="counter")
+    def __init__(
+        self,
+        num_envs: int,
+        obs_size: int = 4,
+        num_actions: int = 4,
+        episode_length: int = 5,
+        truncate: bool = False,
+        fail_action: int | None = None,
+    ) -> None:
+        self.spaces = Spaces(
+            num_envs,
+            num_actions,
+            (max(obs_size, 3),),
+            np.float32,
+            info=(("t", np.int32),),
+            env_name="counter",
+        )
         self.episode_length, self.truncate, self.fail_action = episode_length, truncate, fail_action
         self.start = np.zeros(num_envs, dtype=np.int64)
         self.t = np.zeros(num_envs, dtype=np.int64)

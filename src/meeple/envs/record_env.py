@@ -34,13 +34,17 @@ class TorchRLArrayEnv:
         obs_spec = env.observation_spec[OBS_KEY]
         n = getattr(getattr(env.action_spec, "space", None), "n", None)
         if n is None:
-            raise ConfigError(f"env {name!r} has a {type(env.action_spec).__name__} action; servers host discrete actions")
+            raise ConfigError(
+                f"env {name!r} has a {type(env.action_spec).__name__} action; servers host discrete actions"
+            )
         dtype = torch.empty((), dtype=obs_spec.dtype).numpy().dtype
         self.spaces = Spaces(num_envs, int(n), tuple(obs_spec.shape[1:]), dtype, env_name=name)
         self._has_mask = MASK_KEY in env.observation_spec.keys()
         self._td: TensorDictBase | None = None
 
-    def _write_obs(self, td: TensorDictBase, out: np.ndarray, rows: np.ndarray | slice = slice(None)) -> None:
+    def _write_obs(
+        self, td: TensorDictBase, out: np.ndarray, rows: np.ndarray | slice = slice(None)
+    ) -> None:
         out["obs"][rows] = td[OBS_KEY][rows].numpy()
         out["mask"][rows] = td[MASK_KEY][rows].numpy() if self._has_mask else 1
 
@@ -128,16 +132,24 @@ class RecordEnv(EnvBase):
         self.stepper, self.spaces = stepper, spaces
         n = spaces.num_envs
         obs = {
-            OBS_KEY: Unbounded((n, *spaces.obs_shape), dtype=_torch_dtype(spaces.obs_dtype), device=device),
-            MASK_KEY: Binary(n=spaces.num_actions, shape=(n, spaces.num_actions), dtype=torch.bool, device=device),
+            OBS_KEY: Unbounded(
+                (n, *spaces.obs_shape), dtype=_torch_dtype(spaces.obs_dtype), device=device
+            ),
+            MASK_KEY: Binary(
+                n=spaces.num_actions, shape=(n, spaces.num_actions), dtype=torch.bool, device=device
+            ),
         }
         for name, dtype in spaces.info:
             obs["info_" + name] = Unbounded((n,), dtype=_torch_dtype(dtype), device=device)
         self.observation_spec = Composite(obs, shape=(n,))
-        self.action_spec = Categorical(spaces.num_actions, shape=(n,), dtype=torch.int64, device=device)
+        self.action_spec = Categorical(
+            spaces.num_actions, shape=(n,), dtype=torch.int64, device=device
+        )
         self.reward_spec = Unbounded((n, 1), dtype=torch.float32, device=device)
         flag = Categorical(2, (n, 1), dtype=torch.bool, device=device)
-        self.done_spec = Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=(n,))
+        self.done_spec = Composite(
+            done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=(n,)
+        )
         self._seed: int | None = None
         self._last: np.ndarray | None = None
         self._autoreset = np.zeros(n, dtype=bool)
@@ -147,7 +159,10 @@ class RecordEnv(EnvBase):
         return torch.from_numpy(np.array(array) if self.stepper.transient else array)
 
     def _observation(self, records: np.ndarray) -> dict[str, torch.Tensor]:
-        out = {OBS_KEY: self._tensor(records["obs"]), MASK_KEY: self._tensor(records["mask"]).bool()}
+        out = {
+            OBS_KEY: self._tensor(records["obs"]),
+            MASK_KEY: self._tensor(records["mask"]).bool(),
+        }
         for name, _ in self.spaces.info:
             out["info_" + name] = self._tensor(records["info_" + name])
         return out
@@ -165,8 +180,11 @@ class RecordEnv(EnvBase):
         self._autoreset[:] = False
         zeros = torch.zeros(self.batch_size + (1,), dtype=torch.bool)
         obs = self._observation(self._last)
-        return TensorDict({**obs, "done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()},
-                          batch_size=self.batch_size, device=self.device)
+        return TensorDict(
+            {**obs, "done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()},
+            batch_size=self.batch_size,
+            device=self.device,
+        )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         actions = tensordict["action"].reshape(-1).to(torch.int32).cpu().numpy()

@@ -33,7 +33,9 @@ class ShmClient:
 
     transient = True
 
-    def __init__(self, path: str, timeout_s: float = 30.0, policy: WaitPolicy | None = None) -> None:
+    def __init__(
+        self, path: str, timeout_s: float = 30.0, policy: WaitPolicy | None = None
+    ) -> None:
         self.control = SocketClient(path, timeout_s)
         try:
             name = decode_name(self.control.call(MsgType.SHM_ATTACH))
@@ -64,7 +66,9 @@ class ShmClient:
         self.control.close()
 
 
-def connect(transport: str, address: str, *, timeout_s: float = 30.0, policy: WaitPolicy | None = None):
+def connect(
+    transport: str, address: str, *, timeout_s: float = 30.0, policy: WaitPolicy | None = None
+):
     """A stepper (``reset/step/step_multi/observe/health/close``) for a running server."""
     if transport == "socket":
         return SocketClient(address, timeout_s)
@@ -81,7 +85,10 @@ def connect(transport: str, address: str, *, timeout_s: float = 30.0, policy: Wa
 
 def _connect_auto(address: str, timeout_s: float, policy: WaitPolicy | None):
     if not address.startswith("/") and ":" in address:
-        log.info("transport=auto: using http (%s is a TCP address; shm and socket need a Unix socket path)", address)
+        log.info(
+            "transport=auto: using http (%s is a TCP address; shm and socket need a Unix socket path)",
+            address,
+        )
         return connect("http", address, timeout_s=timeout_s)
     try:
         client = ShmClient(address, timeout_s, policy)
@@ -98,7 +105,9 @@ class RemoteEnv(RecordEnv):
     ``server`` (optional) is a :class:`ServerProcess` this env started and stops on close.
     """
 
-    def __init__(self, stepper, device: str | torch.device = "cpu", server: ServerProcess | None = None) -> None:
+    def __init__(
+        self, stepper, device: str | torch.device = "cpu", server: ServerProcess | None = None
+    ) -> None:
         super().__init__(stepper, device=device)
         self.server = server
 
@@ -117,28 +126,46 @@ class RemoteEnv(RecordEnv):
                 self.server.stop()
 
 
-def make_remote_env(env_cfg: Mapping[str, Any], transport_cfg: Mapping[str, Any], *, num_envs: int,
-                    device: str = "cpu") -> RemoteEnv:
+def make_remote_env(
+    env_cfg: Mapping[str, Any],
+    transport_cfg: Mapping[str, Any],
+    *,
+    num_envs: int,
+    device: str = "cpu",
+) -> RemoteEnv:
     """A :class:`RemoteEnv` for ``conf/transport``: connect to ``address``, or start a server."""
     transport = transport_cfg["type"]
     if transport not in CLIENT_TRANSPORTS:
-        raise ConfigError(f"transport.type={transport!r}; accepted: inproc, {', '.join(CLIENT_TRANSPORTS)}")
+        raise ConfigError(
+            f"transport.type={transport!r}; accepted: inproc, {', '.join(CLIENT_TRANSPORTS)}"
+        )
     timeout_s = float(transport_cfg.get("timeout_s", 30.0))
-    policy = WaitPolicy(float(transport_cfg.get("spin_us", 20.0)), float(transport_cfg.get("yield_us", 200.0)),
-                        timeout_s)
+    policy = WaitPolicy(
+        float(transport_cfg.get("spin_us", 20.0)),
+        float(transport_cfg.get("yield_us", 200.0)),
+        timeout_s,
+    )
     address = transport_cfg.get("address")
     if address:
-        return RemoteEnv(connect(transport, address, timeout_s=timeout_s, policy=policy), device=device)
+        return RemoteEnv(
+            connect(transport, address, timeout_s=timeout_s, policy=policy), device=device
+        )
     workers = int(transport_cfg.get("num_workers", 0))
     order = ["shm", "socket", "http"] if transport == "auto" else [transport]
     failures = []
     for kind in order:
         try:
-            server = ServerProcess(env_cfg, transport=kind, num_envs=num_envs,
-                                   num_workers=max(workers, 1) if kind == "shm" else workers)
+            server = ServerProcess(
+                env_cfg,
+                transport=kind,
+                num_envs=num_envs,
+                num_workers=max(workers, 1) if kind == "shm" else workers,
+            )
         except ConfigError as err:
             failures.append(f"{kind}: {err}")
-            log.warning("transport=auto: %s server failed to start (%s); trying the next", kind, err)
+            log.warning(
+                "transport=auto: %s server failed to start (%s); trying the next", kind, err
+            )
             continue
         try:
             stepper = connect(kind, server.address, timeout_s=timeout_s, policy=policy)
@@ -146,6 +173,8 @@ def make_remote_env(env_cfg: Mapping[str, Any], transport_cfg: Mapping[str, Any]
             server.stop()
             raise
         if transport == "auto":
-            log.info("transport=auto: using %s%s", kind, f" ({'; '.join(failures)})" if failures else "")
+            log.info(
+                "transport=auto: using %s%s", kind, f" ({'; '.join(failures)})" if failures else ""
+            )
         return RemoteEnv(stepper, device=device, server=server)
     raise ConfigError("no transport could start an env server: " + "; ".join(failures))

@@ -27,11 +27,20 @@ class EnvHost:
         self.steps = 0
         self.env_errors = 0
 
-    def execute(self, command: int, out: np.ndarray, out_multi: np.ndarray | None = None, *,
-                seed: int | None = None, actions: np.ndarray | None = None) -> None:
+    def execute(
+        self,
+        command: int,
+        out: np.ndarray,
+        out_multi: np.ndarray | None = None,
+        *,
+        seed: int | None = None,
+        actions: np.ndarray | None = None,
+    ) -> None:
         """``out``: ``[n]`` records (RESET/STEP/OBSERVE); ``out_multi``: ``[n, seats]`` (STEP_MULTI)."""
         if command != MsgType.RESET and self.legal is None and self.legal_multi is None:
-            raise ProtocolError(ErrorCode.NOT_READY, f"{MsgType(command).name} before RESET; send RESET first")
+            raise ProtocolError(
+                ErrorCode.NOT_READY, f"{MsgType(command).name} before RESET; send RESET first"
+            )
         try:
             if command == MsgType.RESET:
                 # env i of the whole server gets seed + i, however the slots are split
@@ -46,13 +55,18 @@ class EnvHost:
             elif command == MsgType.OBSERVE:
                 self.env.observe(out)
             else:
-                raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"command {command} is not an env command")
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_TYPE, f"command {command} is not an env command"
+                )
         except ProtocolError:
             raise
         except Exception as err:  # the env's own fault: contain it, keep serving
             self.env_errors += 1
-            log.exception("env slots %d..%d raised; resetting them", self.first_slot,
-                          self.first_slot + self.spaces.num_envs - 1)
+            log.exception(
+                "env slots %d..%d raised; resetting them",
+                self.first_slot,
+                self.first_slot + self.spaces.num_envs - 1,
+            )
             self.legal = self.legal_multi = None
             try:
                 self.env.reset(None, out)
@@ -75,7 +89,9 @@ class EnvHost:
         step_multi = getattr(self.env, "step_multi", None)
         if step_multi is None:
             if seats != 1:
-                raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"{self.spaces.env_name} has no STEP_MULTI")
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_TYPE, f"{self.spaces.env_name} has no STEP_MULTI"
+                )
             self._check(actions[:, 0], self.legal)
             self.env.step(actions[:, 0], out)
             out_multi[:, 0] = out
@@ -84,8 +100,12 @@ class EnvHost:
             # seats whose mask is all zero are not to move: their actions are ignored
             for seat in range(seats):
                 moving = self.legal_multi[:, seat].any(axis=1)
-                self._check(actions[moving, seat], self.legal_multi[moving, seat], seat=seat,
-                            rows=np.flatnonzero(moving))
+                self._check(
+                    actions[moving, seat],
+                    self.legal_multi[moving, seat],
+                    seat=seat,
+                    rows=np.flatnonzero(moving),
+                )
         else:
             self._check_range(actions)
         step_multi(actions, out_multi)
@@ -100,8 +120,14 @@ class EnvHost:
                 f"accepted 0..{self.spaces.num_actions - 1}",
             )
 
-    def _check(self, actions: np.ndarray, legal: np.ndarray, *, seat: int | None = None,
-               rows: np.ndarray | None = None) -> None:
+    def _check(
+        self,
+        actions: np.ndarray,
+        legal: np.ndarray,
+        *,
+        seat: int | None = None,
+        rows: np.ndarray | None = None,
+    ) -> None:
         self._check_range(actions)
         ok = legal[np.arange(len(actions)), actions].astype(bool)
         if not ok.all():
@@ -109,5 +135,7 @@ class EnvHost:
             env = self.first_slot + (int(rows[i]) if rows is not None else i)
             where = f"env {env}" + ("" if seat is None else f" seat {seat}")
             allowed = np.flatnonzero(legal[i]).tolist()
-            raise ProtocolError(ErrorCode.BAD_ACTION,
-                                f"action {int(actions[i])} is illegal for {where}; legal actions: {allowed}")
+            raise ProtocolError(
+                ErrorCode.BAD_ACTION,
+                f"action {int(actions[i])} is illegal for {where}; legal actions: {allowed}",
+            )

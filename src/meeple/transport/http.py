@@ -23,19 +23,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
-_STATUS = {ErrorCode.BUSY: 409, ErrorCode.ENV_EXCEPTION: 500, ErrorCode.INTERNAL: 500, ErrorCode.TOO_LARGE: 413}
+_STATUS = {
+    ErrorCode.BUSY: 409,
+    ErrorCode.ENV_EXCEPTION: 500,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.TOO_LARGE: 413,
+}
 _ROUTES = {
-    ("GET", "/hello"): MsgType.HELLO, ("GET", "/spaces"): MsgType.SPACES, ("POST", "/reset"): MsgType.RESET,
-    ("POST", "/step"): MsgType.STEP, ("POST", "/step_multi"): MsgType.STEP_MULTI,
-    ("GET", "/observe"): MsgType.OBSERVE, ("GET", "/health"): MsgType.HEALTH, ("POST", "/close"): MsgType.CLOSE,
+    ("GET", "/hello"): MsgType.HELLO,
+    ("GET", "/spaces"): MsgType.SPACES,
+    ("POST", "/reset"): MsgType.RESET,
+    ("POST", "/step"): MsgType.STEP,
+    ("POST", "/step_multi"): MsgType.STEP_MULTI,
+    ("GET", "/observe"): MsgType.OBSERVE,
+    ("GET", "/health"): MsgType.HEALTH,
+    ("POST", "/close"): MsgType.CLOSE,
 }
 
 
 def _split(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if host not in (HOST, "localhost") or not port.isdigit():
-        raise ProtocolError(ErrorCode.MALFORMED, f"HTTP address {address!r}; expected 127.0.0.1:PORT "
-                            "(servers bind the loopback interface only)")
+        raise ProtocolError(
+            ErrorCode.MALFORMED,
+            f"HTTP address {address!r}; expected 127.0.0.1:PORT "
+            "(servers bind the loopback interface only)",
+        )
     return HOST, int(port)
 
 
@@ -45,7 +58,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle stalls
+        self.connection.setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+        )  # no 40 ms Nagle stalls
         self.owner = object()  # one driver lease per connection
         self.server.env.clients += 1
 
@@ -72,8 +87,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, reply)
         except ProtocolError as err:
             env.bad_requests += 1
-            self._send(_STATUS.get(err.code, 400), {"error": {
-                "code": int(err.code), "name": getattr(err.code, "name", str(err.code)).lower(), "message": err.text}})
+            self._send(
+                _STATUS.get(err.code, 400),
+                {
+                    "error": {
+                        "code": int(err.code),
+                        "name": getattr(err.code, "name", str(err.code)).lower(),
+                        "message": err.text,
+                    }
+                },
+            )
 
     def _send(self, status: int, obj: dict) -> None:
         body = json.dumps(obj, separators=(",", ":")).encode()
@@ -87,7 +110,9 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         if n > env.max_body:
             self.close_connection = True
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"body of {n} bytes exceeds the server maximum {env.max_body}")
+            raise ProtocolError(
+                ErrorCode.TOO_LARGE, f"body of {n} bytes exceeds the server maximum {env.max_body}"
+            )
         raw = self.rfile.read(n) if n else b"{}"
         try:
             data = json.loads(raw)
@@ -102,7 +127,10 @@ class _Handler(BaseHTTPRequestHandler):
         route = _ROUTES.get((method, path))
         if route is None:
             routes = ", ".join(f"{m} {p}" for m, p in _ROUTES)
-            raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"{method} {self.path} is not an endpoint; accepted: {routes}")
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_TYPE,
+                f"{method} {self.path} is not an endpoint; accepted: {routes}",
+            )
         data = self._body(env) if method == "POST" else {}
         if route == MsgType.HELLO:
             return {"version": P.VERSION, "server": env.server_name}
@@ -116,13 +144,17 @@ class _Handler(BaseHTTPRequestHandler):
         if route == MsgType.RESET:
             seed = data.get("seed")
             if seed is not None and not isinstance(seed, int):
-                raise ProtocolError(ErrorCode.MALFORMED, f"seed={seed!r}; expected an integer or null")
+                raise ProtocolError(
+                    ErrorCode.MALFORMED, f"seed={seed!r}; expected an integer or null"
+                )
             records = env.execute(self.owner, route, seed=seed)
         elif route in (MsgType.STEP, MsgType.STEP_MULTI):
             try:
                 actions = np.asarray(data["actions"], dtype=np.int64)
             except (KeyError, TypeError, ValueError) as err:
-                raise ProtocolError(ErrorCode.MALFORMED, f"body needs 'actions': a list of integers ({err})") from err
+                raise ProtocolError(
+                    ErrorCode.MALFORMED, f"body needs 'actions': a list of integers ({err})"
+                ) from err
             if np.any((actions < -(2**31)) | (actions >= 2**31)):
                 raise ProtocolError(ErrorCode.BAD_ACTION, "actions must fit in int32")
             records = env.execute(self.owner, route, actions=actions.astype(np.int32).reshape(-1))
@@ -145,8 +177,12 @@ class HttpFrontend:
         _, port = _split(address)
         self.httpd = _Server(server, port)
         self.address = f"{HOST}:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="meeple-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="meeple-http",
+            daemon=True,
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -171,8 +207,11 @@ class HttpClient:
         self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         hello = self.call("GET", "/hello")
         if hello["version"] != P.VERSION:
-            raise ProtocolError(ErrorCode.VERSION, f"server at {address} speaks protocol version {hello['version']}; "
-                                f"this client speaks {P.VERSION}")
+            raise ProtocolError(
+                ErrorCode.VERSION,
+                f"server at {address} speaks protocol version {hello['version']}; "
+                f"this client speaks {P.VERSION}",
+            )
         self.server_name = hello["server"]
         self.spaces = Spaces.from_json(self.call("GET", "/spaces"))
 
@@ -184,14 +223,21 @@ class HttpClient:
             response = self.conn.getresponse()
             data = json.loads(response.read())
         except TimeoutError as err:
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server at {self.address} did not answer {method} {path} "
-                                f"within {self.timeout_s} s (transport.timeout_s)") from err
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"env server at {self.address} did not answer {method} {path} "
+                f"within {self.timeout_s} s (transport.timeout_s)",
+            ) from err
         except (OSError, http.client.HTTPException) as err:
             self.conn.close()
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server at {self.address} is gone: {err!r}") from err
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"env server at {self.address} is gone: {err!r}"
+            ) from err
         if response.status != 200:
             error = data.get("error", {})
-            raise ProtocolError(error.get("code", ErrorCode.INTERNAL), error.get("message", str(data)))
+            raise ProtocolError(
+                error.get("code", ErrorCode.INTERNAL), error.get("message", str(data))
+            )
         return data
 
     def _records(self, data: dict, count: int) -> np.ndarray:
@@ -201,12 +247,16 @@ class HttpClient:
         return self._records(self.call("POST", "/reset", {"seed": seed}), self.spaces.num_envs)
 
     def step(self, actions: np.ndarray) -> np.ndarray:
-        return self._records(self.call("POST", "/step", {"actions": np.asarray(actions).tolist()}),
-                             self.spaces.num_envs)
+        return self._records(
+            self.call("POST", "/step", {"actions": np.asarray(actions).tolist()}),
+            self.spaces.num_envs,
+        )
 
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
         n, seats = self.spaces.num_envs, self.spaces.num_seats
-        data = self.call("POST", "/step_multi", {"actions": np.asarray(actions).reshape(n, seats).tolist()})
+        data = self.call(
+            "POST", "/step_multi", {"actions": np.asarray(actions).reshape(n, seats).tolist()}
+        )
         return self._records(data, n * seats).reshape(n, seats)
 
     def observe(self) -> np.ndarray:

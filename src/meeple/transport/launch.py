@@ -28,7 +28,6 @@ def _stop_all() -> None:
         server.stop()
 
 
-
 def default_address(transport: str, env_name: str) -> str:
     if transport == "http":
         return "127.0.0.1:0"
@@ -40,14 +39,33 @@ def default_address(transport: str, env_name: str) -> str:
 class ServerProcess:
     """``python -m meeple.serve`` in a child process; ``address`` once it is ready."""
 
-    def __init__(self, env_cfg: Mapping[str, Any], *, transport: str, num_envs: int, num_workers: int = 0,
-                 address: str | None = None, start_timeout_s: float = 120.0, extra: list[str] = ()) -> None:
+    def __init__(
+        self,
+        env_cfg: Mapping[str, Any],
+        *,
+        transport: str,
+        num_envs: int,
+        num_workers: int = 0,
+        address: str | None = None,
+        start_timeout_s: float = 120.0,
+        extra: list[str] = (),
+    ) -> None:
         self.transport = transport
         address = address or default_address(transport, str(env_cfg.get("backend", "env")))
-        cmd = [sys.executable, "-m", "meeple.serve", "--env-json", json.dumps(dict(env_cfg)),
-               "--parent-pid", str(os.getpid()),
-               f"transport={transport}", f"transport.address={address}", f"num_envs={num_envs}",
-               f"transport.num_workers={num_workers}", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "meeple.serve",
+            "--env-json",
+            json.dumps(dict(env_cfg)),
+            "--parent-pid",
+            str(os.getpid()),
+            f"transport={transport}",
+            f"transport.address={address}",
+            f"num_envs={num_envs}",
+            f"transport.num_workers={num_workers}",
+            *extra,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True)
         self.address = self._wait_ready(start_timeout_s)
         # keep draining stdout so the server never blocks on a full pipe
@@ -60,7 +78,7 @@ class ServerProcess:
         def read() -> None:
             for line in self.proc.stdout:
                 if line.startswith(READY):
-                    result.update(json.loads(line[len(READY):]))
+                    result.update(json.loads(line[len(READY) :]))
                     return
 
         reader = threading.Thread(target=read, daemon=True)
@@ -68,8 +86,10 @@ class ServerProcess:
         reader.join(timeout_s)
         if "address" not in result:
             self.stop()
-            raise ConfigError(f"the {self.transport} env server did not start within {timeout_s:.0f} s "
-                              f"(exit code {self.proc.poll()}; its errors are above)")
+            raise ConfigError(
+                f"the {self.transport} env server did not start within {timeout_s:.0f} s "
+                f"(exit code {self.proc.poll()}; its errors are above)"
+            )
         return result["address"]
 
     def _drain(self) -> None:

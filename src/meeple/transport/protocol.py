@@ -51,7 +51,18 @@ class ErrorCode(IntEnum):
 DTYPE_CODES: dict[int, np.dtype] = {
     code: np.dtype(name).newbyteorder("<")
     for code, name in enumerate(
-        ["uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "float64", "int64", "uint64"]
+        [
+            "uint8",
+            "int8",
+            "uint16",
+            "int16",
+            "uint32",
+            "int32",
+            "float32",
+            "float64",
+            "int64",
+            "uint64",
+        ]
     )
 }
 _CODE_OF = {dtype.str: code for code, dtype in DTYPE_CODES.items()}
@@ -77,7 +88,9 @@ def dtype_code(dtype: np.dtype | str) -> int:
 
 def dtype_of(code: int) -> np.dtype:
     if code not in DTYPE_CODES:
-        raise ProtocolError(ErrorCode.MALFORMED, f"unknown dtype code {code}; accepted 0..{len(DTYPE_CODES) - 1}")
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"unknown dtype code {code}; accepted 0..{len(DTYPE_CODES) - 1}"
+        )
     return DTYPE_CODES[code]
 
 
@@ -92,13 +105,19 @@ def encode_frame(msg_type: int, msg_id: int, body: bytes | bytearray | memoryvie
     return HEADER.pack(msg_type, msg_id, len(body)) + bytes(body)
 
 
-def decode_header(data: bytes | memoryview, max_body: int = DEFAULT_MAX_BODY) -> tuple[int, int, int]:
+def decode_header(
+    data: bytes | memoryview, max_body: int = DEFAULT_MAX_BODY
+) -> tuple[int, int, int]:
     """``(msg_type, msg_id, body_len)``; raises ProtocolError for short headers or oversized bodies."""
     if len(data) < HEADER_SIZE:
-        raise ProtocolError(ErrorCode.MALFORMED, f"truncated frame header: {len(data)} of {HEADER_SIZE} bytes")
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"truncated frame header: {len(data)} of {HEADER_SIZE} bytes"
+        )
     msg_type, msg_id, body_len = HEADER.unpack_from(data)
     if body_len > max_body:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"body_len {body_len} exceeds the maximum {max_body}")
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"body_len {body_len} exceeds the maximum {max_body}"
+        )
     return msg_type, msg_id, body_len
 
 
@@ -107,7 +126,8 @@ def decode_frame(data: bytes, max_body: int = DEFAULT_MAX_BODY) -> tuple[int, in
     msg_type, msg_id, body_len = decode_header(data, max_body)
     if len(data) != HEADER_SIZE + body_len:
         raise ProtocolError(
-            ErrorCode.MALFORMED, f"frame is {len(data)} bytes but its header announces {HEADER_SIZE + body_len}"
+            ErrorCode.MALFORMED,
+            f"frame is {len(data)} bytes but its header announces {HEADER_SIZE + body_len}",
         )
     return msg_type, msg_id, bytes(data[HEADER_SIZE:])
 
@@ -124,7 +144,9 @@ def decode_hello_request(body: bytes) -> int:
     _expect_len(body, 6, "HELLO")
     magic, version = struct.unpack("<IH", body)
     if magic != MAGIC:
-        raise ProtocolError(ErrorCode.MALFORMED, f"HELLO magic 0x{magic:08X}; expected 0x{MAGIC:08X} ('MEEP')")
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"HELLO magic 0x{magic:08X}; expected 0x{MAGIC:08X} ('MEEP')"
+        )
     return version
 
 
@@ -194,7 +216,9 @@ def decode_name(body: bytes) -> str:
 def _expect_len(body: bytes, n: int, what: str, accepted: str = "") -> None:
     if len(body) != n:
         extra = f" ({accepted})" if accepted else ""
-        raise ProtocolError(ErrorCode.MALFORMED, f"{what} body is {len(body)} bytes; expected {n}{extra}")
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"{what} body is {len(body)} bytes; expected {n}{extra}"
+        )
 
 
 # -- spaces and records ---------------------------------------------------------------------------
@@ -228,12 +252,27 @@ class Spaces:
         return int(np.prod(self.obs_shape, dtype=np.int64)) * self.obs_dtype.itemsize
 
     def with_num_envs(self, num_envs: int) -> Spaces:
-        return Spaces(num_envs, self.num_actions, self.obs_shape, self.obs_dtype, self.num_seats, self.info,
-                      self.env_name)
+        return Spaces(
+            num_envs,
+            self.num_actions,
+            self.obs_shape,
+            self.obs_dtype,
+            self.num_seats,
+            self.info,
+            self.env_name,
+        )
 
     def encode(self) -> bytes:
-        out = bytearray(struct.pack("<IHIBB", self.num_envs, self.num_seats, self.num_actions,
-                                    dtype_code(self.obs_dtype), len(self.obs_shape)))
+        out = bytearray(
+            struct.pack(
+                "<IHIBB",
+                self.num_envs,
+                self.num_seats,
+                self.num_actions,
+                dtype_code(self.obs_dtype),
+                len(self.obs_shape),
+            )
+        )
         out += struct.pack(f"<{len(self.obs_shape)}I", *self.obs_shape)
         out += struct.pack("<H", len(self.info))
         for name, dtype in self.info:
@@ -275,7 +314,9 @@ class Spaces:
         formats += [(self.obs_dtype, self.obs_shape), ("u1", (self.num_actions,))]
         offsets += [obs_off, obs_off + self.obs_bytes]
         size = self.record_size
-        return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": itemsize or size})
+        return np.dtype(
+            {"names": names, "formats": formats, "offsets": offsets, "itemsize": itemsize or size}
+        )
 
     @property
     def record_size(self) -> int:
@@ -291,21 +332,35 @@ class Spaces:
     def decode_records(self, body: bytes | memoryview, count: int) -> np.ndarray:
         expected = count * self.record_size
         if len(body) != expected:
-            raise ProtocolError(ErrorCode.MALFORMED, f"result body is {len(body)} bytes; expected {count} records "
-                                f"of {self.record_size} = {expected}")
+            raise ProtocolError(
+                ErrorCode.MALFORMED,
+                f"result body is {len(body)} bytes; expected {count} records "
+                f"of {self.record_size} = {expected}",
+            )
         return np.frombuffer(body, dtype=self.record_dtype(), count=count)
 
     def to_json(self) -> dict:
         return {
-            "num_envs": self.num_envs, "num_seats": self.num_seats, "num_actions": self.num_actions,
-            "obs_dtype": self.obs_dtype.name, "obs_shape": list(self.obs_shape),
-            "info": [[n, d.name] for n, d in self.info], "env": self.env_name,
+            "num_envs": self.num_envs,
+            "num_seats": self.num_seats,
+            "num_actions": self.num_actions,
+            "obs_dtype": self.obs_dtype.name,
+            "obs_shape": list(self.obs_shape),
+            "info": [[n, d.name] for n, d in self.info],
+            "env": self.env_name,
         }
 
     @classmethod
     def from_json(cls, data: dict) -> Spaces:
-        return cls(data["num_envs"], data["num_actions"], tuple(data["obs_shape"]), np.dtype(data["obs_dtype"]),
-                   data["num_seats"], tuple((n, np.dtype(d)) for n, d in data["info"]), data.get("env", ""))
+        return cls(
+            data["num_envs"],
+            data["num_actions"],
+            tuple(data["obs_shape"]),
+            np.dtype(data["obs_dtype"]),
+            data["num_seats"],
+            tuple((n, np.dtype(d)) for n, d in data["info"]),
+            data.get("env", ""),
+        )
 
 
 def records_to_json(spaces: Spaces, records: np.ndarray) -> dict:
@@ -327,5 +382,7 @@ def records_from_json(spaces: Spaces, data: dict, count: int) -> np.ndarray:
         for name, _ in spaces.info:
             records["info_" + name] = data["info"][name]
     except (KeyError, ValueError) as err:
-        raise ProtocolError(ErrorCode.MALFORMED, f"JSON result does not match SPACES ({err!r})") from err
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"JSON result does not match SPACES ({err!r})"
+        ) from err
     return records

@@ -60,7 +60,9 @@ class LocalSlots:
         self.single = self.spaces.new_records(n)
         self.multi = self.spaces.new_records(n * seats).reshape(n, seats)
 
-    def request(self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None) -> np.ndarray:
+    def request(
+        self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None
+    ) -> np.ndarray:
         self.host.execute(command, self.single, self.multi, seed=seed, actions=actions)
         return self.multi if command == MsgType.STEP_MULTI else self.single
 
@@ -77,10 +79,19 @@ class LocalSlots:
 class PooledSlots:
     """Env slots split over worker processes that serve a shared-memory segment."""
 
-    def __init__(self, env_cfg: Mapping[str, Any], num_envs: int, num_workers: int, name: str,
-                 policy: WaitPolicy, start_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        env_cfg: Mapping[str, Any],
+        num_envs: int,
+        num_workers: int,
+        name: str,
+        policy: WaitPolicy,
+        start_timeout_s: float = 120.0,
+    ) -> None:
         if not 1 <= num_workers <= num_envs:
-            raise ConfigError(f"num_workers={num_workers} must be between 1 and num_envs={num_envs}")
+            raise ConfigError(
+                f"num_workers={num_workers} must be between 1 and num_envs={num_envs}"
+            )
         probe = make_array_env(env_cfg, 1)
         self.spaces = probe.spaces.with_num_envs(num_envs)
         probe.close()
@@ -99,9 +110,16 @@ class PooledSlots:
         bounds = np.linspace(0, self.spaces.num_envs, self.num_workers + 1).astype(int)
         ctx = mp.get_context("spawn")  # no inherited threads or torch state
         for w in range(self.num_workers):
-            words[seg.word(w, W_FIRST)], words[seg.word(w, W_COUNT)] = bounds[w], bounds[w + 1] - bounds[w]
-            proc = ctx.Process(target=worker_main, args=(seg.name, w, dict(env_cfg), policy),
-                               name=f"meeple-env-worker-{w}", daemon=True)
+            words[seg.word(w, W_FIRST)], words[seg.word(w, W_COUNT)] = (
+                bounds[w],
+                bounds[w + 1] - bounds[w],
+            )
+            proc = ctx.Process(
+                target=worker_main,
+                args=(seg.name, w, dict(env_cfg), policy),
+                name=f"meeple-env-worker-{w}",
+                daemon=True,
+            )
             proc.start()
             self.procs.append(proc)
         deadline = time.monotonic() + timeout_s
@@ -109,13 +127,17 @@ class PooledSlots:
             while not words[seg.word(w, W_PID)]:
                 if not proc.is_alive():
                     code, text = seg.error(w)
-                    raise ConfigError(text or f"env worker {w} exited with code {proc.exitcode} while starting")
+                    raise ConfigError(
+                        text or f"env worker {w} exited with code {proc.exitcode} while starting"
+                    )
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"env worker {w} did not start within {timeout_s:.0f} s")
                 time.sleep(0.01)
         seg.state = STATE_READY
 
-    def request(self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None) -> np.ndarray:
+    def request(
+        self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None
+    ) -> np.ndarray:
         return self.channel.request(command, seed=seed, actions=actions)
 
     def sync(self) -> None:
@@ -146,9 +168,13 @@ def claim_address(path: str, name: str | None) -> None:
         pid = Segment.read_server_pid(name)
         if pid is not None:
             if pid != os.getpid() and pid_alive(pid):
-                raise ConfigError(f"shared-memory segment {name} belongs to the running server pid {pid}; "
-                                  "stop it or choose another transport.address")
-            log.warning("removing stale shared-memory segment %s left by dead server pid %d", name, pid)
+                raise ConfigError(
+                    f"shared-memory segment {name} belongs to the running server pid {pid}; "
+                    "stop it or choose another transport.address"
+                )
+            log.warning(
+                "removing stale shared-memory segment %s left by dead server pid %d", name, pid
+            )
             unlink_segment(name)
     if os.path.exists(path):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -158,7 +184,9 @@ def claim_address(path: str, name: str | None) -> None:
             log.warning("removing stale socket file %s", path)
             os.unlink(path)
         else:
-            raise ConfigError(f"a server is already listening on {path}; choose another transport.address")
+            raise ConfigError(
+                f"a server is already listening on {path}; choose another transport.address"
+            )
         finally:
             probe.close()
 
@@ -179,7 +207,9 @@ class EnvServer:
         policy: WaitPolicy | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
-            raise ConfigError(f"transport={transport!r} cannot be served; accepted: {', '.join(TRANSPORTS)}")
+            raise ConfigError(
+                f"transport={transport!r} cannot be served; accepted: {', '.join(TRANSPORTS)}"
+            )
         if transport == "shm" and num_workers < 1:
             raise ConfigError("transport=shm needs env worker processes: set num_workers >= 1")
         self.env_cfg, self.transport, self.address = dict(env_cfg), transport, address
@@ -189,7 +219,9 @@ class EnvServer:
         self.server_name = f"meeple/{env_cfg.get('backend', env_cfg.get('array_env', 'env'))}"
         self.segment_name = None
         if num_workers > 0:  # HTTP ports may be ephemeral: its segment is per server process
-            self.segment_name = segment_name(address if transport != "http" else f"http:{os.getpid()}:{address}")
+            self.segment_name = segment_name(
+                address if transport != "http" else f"http:{os.getpid()}:{address}"
+            )
         self.bad_requests = 0
         self.clients = 0
         self._lock = threading.Lock()
@@ -205,7 +237,9 @@ class EnvServer:
         elif self.segment_name:
             claim_address("", self.segment_name)
         if self.num_workers > 0:
-            self.slots = PooledSlots(self.env_cfg, self.num_envs, self.num_workers, self.segment_name, self.policy)
+            self.slots = PooledSlots(
+                self.env_cfg, self.num_envs, self.num_workers, self.segment_name, self.policy
+            )
         else:
             self.slots = LocalSlots(self.env_cfg, self.num_envs)
         self.spaces: Spaces = self.slots.spaces
@@ -226,8 +260,14 @@ class EnvServer:
         except BaseException:
             self.close()
             raise
-        log.info("serving %d %s envs (%d worker processes) over %s at %s", n, self.spaces.env_name,
-                 self.num_workers, self.transport, self.address)
+        log.info(
+            "serving %d %s envs (%d worker processes) over %s at %s",
+            n,
+            self.spaces.env_name,
+            self.num_workers,
+            self.transport,
+            self.address,
+        )
         return self
 
     def close(self) -> None:
@@ -257,25 +297,37 @@ class EnvServer:
                 self._driver = owner
                 self.slots.sync()
             elif self._driver is not owner:
-                raise ProtocolError(ErrorCode.BUSY, "another client drives these envs; one driver at a time "
-                                    "(HELLO, SPACES and HEALTH are always answered)")
+                raise ProtocolError(
+                    ErrorCode.BUSY,
+                    "another client drives these envs; one driver at a time "
+                    "(HELLO, SPACES and HEALTH are always answered)",
+                )
 
     def release(self, owner: object) -> None:
         with self._lock:
             if self._driver is owner:
                 self._driver = None
 
-    def execute(self, owner: object, command: int, *, seed: int | None = None,
-                actions: np.ndarray | None = None) -> np.ndarray:
+    def execute(
+        self,
+        owner: object,
+        command: int,
+        *,
+        seed: int | None = None,
+        actions: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Run one env command for ``owner``; packed records (``[N]``, or ``[N * seats]``)."""
         self.acquire(owner)
         n, seats = self.num_envs, self.spaces.num_seats
         if actions is not None:
             expected = n * seats if command == MsgType.STEP_MULTI else n
             if actions.size != expected:
-                raise ProtocolError(ErrorCode.MALFORMED, f"{MsgType(command).name} carries {actions.size} actions; "
-                                    f"expected {expected} (num_envs={n}" +
-                                    (f" x num_seats={seats})" if command == MsgType.STEP_MULTI else ")"))
+                raise ProtocolError(
+                    ErrorCode.MALFORMED,
+                    f"{MsgType(command).name} carries {actions.size} actions; "
+                    f"expected {expected} (num_envs={n}"
+                    + (f" x num_seats={seats})" if command == MsgType.STEP_MULTI else ")"),
+                )
         records = self.slots.request(command, seed=seed, actions=actions)
         if isinstance(self.slots, LocalSlots):
             return records.reshape(-1)
@@ -285,5 +337,10 @@ class EnvServer:
 
     def health(self) -> dict[str, int]:
         steps, env_errors = self.slots.counters()
-        return dict(steps=steps, env_errors=env_errors, bad_requests=self.bad_requests,
-                    num_workers=self.num_workers, clients=self.clients)
+        return dict(
+            steps=steps,
+            env_errors=env_errors,
+            bad_requests=self.bad_requests,
+            num_workers=self.num_workers,
+            clients=self.clients,
+        )

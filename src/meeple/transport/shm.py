@@ -92,16 +92,23 @@ class Segment:
         spaces = layout.spaces
         self.words = memoryview(mm).cast("I")
         self.base = np.frombuffer(mm, dtype=np.uint8).ctypes.data
-        header = np.dtype({
-            "names": ["req_seq", "resp_seq", "command", "status", "flags", "seed", "actions"],
-            "formats": ["<u4", "<u4", "u1", "u1", "u1", "<u8", ("<i4", (spaces.num_seats,))],
-            "offsets": [0, 4, 8, 9, 10, 16, 24], "itemsize": layout.slot_size,
-        })
+        header = np.dtype(
+            {
+                "names": ["req_seq", "resp_seq", "command", "status", "flags", "seed", "actions"],
+                "formats": ["<u4", "<u4", "u1", "u1", "u1", "<u8", ("<i4", (spaces.num_seats,))],
+                "offsets": [0, 4, 8, 9, 10, 16, 24],
+                "itemsize": layout.slot_size,
+            }
+        )
         n = spaces.num_envs
         self.slots = np.ndarray((n,), header, buffer=mm, offset=layout.slots_offset)
-        self.records = np.ndarray((n, spaces.num_seats), spaces.record_dtype(), buffer=mm,
-                                  offset=layout.slots_offset + layout.records_offset,
-                                  strides=(layout.slot_size, spaces.record_size))
+        self.records = np.ndarray(
+            (n, spaces.num_seats),
+            spaces.record_dtype(),
+            buffer=mm,
+            offset=layout.slots_offset + layout.records_offset,
+            strides=(layout.slot_size, spaces.record_size),
+        )
 
     # -- creation / attachment --
     @classmethod
@@ -115,9 +122,26 @@ class Segment:
         finally:
             os.close(fd)
         blob = spaces.encode()
-        CONTROL.pack_into(mm, 0, SHM_MAGIC, SHM_VERSION, spaces.num_seats, spaces.num_envs, spaces.num_actions,
-                          spaces.obs_bytes, spaces.record_size, layout.slot_size, layout.slots_offset, os.getpid(),
-                          STATE_STARTING, num_workers, layout.workers_offset, layout.spaces_offset, len(blob), 0)
+        CONTROL.pack_into(
+            mm,
+            0,
+            SHM_MAGIC,
+            SHM_VERSION,
+            spaces.num_seats,
+            spaces.num_envs,
+            spaces.num_actions,
+            spaces.obs_bytes,
+            spaces.record_size,
+            layout.slot_size,
+            layout.slots_offset,
+            os.getpid(),
+            STATE_STARTING,
+            num_workers,
+            layout.workers_offset,
+            layout.spaces_offset,
+            len(blob),
+            0,
+        )
         mm[layout.spaces_offset : layout.spaces_offset + len(blob)] = blob
         return cls(name, mm, layout)
 
@@ -127,15 +151,20 @@ class Segment:
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError as err:
-            raise ProtocolError(ErrorCode.NOT_READY, f"shared-memory segment {path} does not exist") from err
+            raise ProtocolError(
+                ErrorCode.NOT_READY, f"shared-memory segment {path} does not exist"
+            ) from err
         try:
             mm = mmap.mmap(fd, os.fstat(fd).st_size)
         finally:
             os.close(fd)
         fields = CONTROL.unpack_from(mm, 0)
         if fields[0] != SHM_MAGIC or fields[1] != SHM_VERSION:
-            raise ProtocolError(ErrorCode.VERSION, f"{path}: magic 0x{fields[0]:08X} version {fields[1]}; "
-                                f"expected 0x{SHM_MAGIC:08X} version {SHM_VERSION}")
+            raise ProtocolError(
+                ErrorCode.VERSION,
+                f"{path}: magic 0x{fields[0]:08X} version {fields[1]}; "
+                f"expected 0x{SHM_MAGIC:08X} version {SHM_VERSION}",
+            )
         spaces_offset, spaces_len = fields[13], fields[14]
         spaces = Spaces.decode(mm[spaces_offset : spaces_offset + spaces_len])
         return cls(name, mm, Layout(spaces, fields[11]))
@@ -185,8 +214,12 @@ class Segment:
         struct.pack_into("<Q", self.mm, at, steps)
 
     def steps(self) -> int:
-        return sum(struct.unpack_from("<Q", self.mm, self.layout.workers_offset + w * WORKER_BLOCK + W_STEPS_AT)[0]
-                   for w in range(self.layout.num_workers))
+        return sum(
+            struct.unpack_from(
+                "<Q", self.mm, self.layout.workers_offset + w * WORKER_BLOCK + W_STEPS_AT
+            )[0]
+            for w in range(self.layout.num_workers)
+        )
 
     def env_errors(self) -> int:
         return sum(self.words[self.word(w, W_ENV_ERRORS)] for w in range(self.layout.num_workers))
@@ -234,7 +267,9 @@ class ShmChannel:
         self._done = [seg.word(w, W_DONE) for w in self.workers]
         self._worker_sleeping = [seg.word(w, W_WORKER_SLEEPING) for w in self.workers]
         self._client_sleeping = [seg.word(w, W_CLIENT_SLEEPING) for w in self.workers]
-        self._ranges = [(seg.words[seg.word(w, W_FIRST)], seg.words[seg.word(w, W_COUNT)]) for w in self.workers]
+        self._ranges = [
+            (seg.words[seg.word(w, W_FIRST)], seg.words[seg.word(w, W_COUNT)]) for w in self.workers
+        ]
         self.single = seg.records[:, 0]
         self.sync()
 
@@ -254,21 +289,35 @@ class ShmChannel:
         return None
 
     def _wait(self, worker: int, seq: int) -> None:
-        words, done, sleeping = self.segment.words, self._done[worker], self._client_sleeping[worker]
+        words, done, sleeping = (
+            self.segment.words,
+            self._done[worker],
+            self._client_sleeping[worker],
+        )
 
         def set_sleeping(v: int) -> None:
             words[sleeping] = v
 
         try:
-            wait_until(lambda: words[done], lambda v: v == seq, address=self.segment.address(done),
-                       set_sleeping=set_sleeping, policy=self.policy, alive=lambda: self._alive(worker))
+            wait_until(
+                lambda: words[done],
+                lambda v: v == seq,
+                address=self.segment.address(done),
+                set_sleeping=set_sleeping,
+                policy=self.policy,
+                alive=lambda: self._alive(worker),
+            )
         except WaitTimeout as err:
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server worker {worker}: {err} "
-                                f"(transport.timeout_s={self.policy.timeout_s})") from err
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"env server worker {worker}: {err} (transport.timeout_s={self.policy.timeout_s})",
+            ) from err
         except ConnectionError as err:
             raise ProtocolError(ErrorCode.INTERNAL, str(err)) from err
 
-    def request(self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None) -> np.ndarray:
+    def request(
+        self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None
+    ) -> np.ndarray:
         seg, words = self.segment, self.segment.words
         slots = seg.slots
         if actions is not None:
@@ -328,13 +377,20 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
         env = make_array_env(env_cfg, count)
         host = EnvHost(env, first_slot=first)
     except Exception as err:
-        seg.set_error(worker, ErrorCode.INTERNAL, f"worker {worker} could not build its env: {type(err).__name__}: {err}")
+        seg.set_error(
+            worker,
+            ErrorCode.INTERNAL,
+            f"worker {worker} could not build its env: {type(err).__name__}: {err}",
+        )
         raise
     server_pid = seg.server_pid
     slots, records = seg.slots[first : first + count], seg.records[first : first + count]
     single = records[:, 0]
     doorbell, done = seg.word(worker, W_DOORBELL), seg.word(worker, W_DONE)
-    worker_sleeping, client_sleeping = seg.word(worker, W_WORKER_SLEEPING), seg.word(worker, W_CLIENT_SLEEPING)
+    worker_sleeping, client_sleeping = (
+        seg.word(worker, W_WORKER_SLEEPING),
+        seg.word(worker, W_CLIENT_SLEEPING),
+    )
     words[seg.word(worker, W_PID)] = os.getpid()  # ready
 
     def set_sleeping(v: int) -> None:
@@ -351,8 +407,15 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
     try:
         while True:
             try:
-                seq = wait_until(lambda: words[doorbell], lambda v, last=last: v != last, address=seg.address(doorbell),
-                                 set_sleeping=set_sleeping, policy=policy, alive=alive, timeout_s=float("inf"))
+                seq = wait_until(
+                    lambda: words[doorbell],
+                    lambda v, last=last: v != last,
+                    address=seg.address(doorbell),
+                    set_sleeping=set_sleeping,
+                    policy=policy,
+                    alive=alive,
+                    timeout_s=float("inf"),
+                )
             except ConnectionError:
                 break
             last = seq
@@ -361,8 +424,17 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             command = int(head["command"])
             try:
                 seed = int(head["seed"]) if head["flags"] & 1 else None
-                host.execute(command, single, records, seed=seed, actions=(
-                    slots["actions"][:, 0] if command == MsgType.STEP else slots["actions"].copy()))
+                host.execute(
+                    command,
+                    single,
+                    records,
+                    seed=seed,
+                    actions=(
+                        slots["actions"][:, 0]
+                        if command == MsgType.STEP
+                        else slots["actions"].copy()
+                    ),
+                )
             except ProtocolError as err:
                 code, text = int(err.code), err.text
             except Exception as err:  # noqa: BLE001 - answered as ERROR internal

@@ -40,7 +40,9 @@ def recv_exact(sock: socket.socket, n: int, what: str) -> bytearray:
     return buf
 
 
-def send_frame(sock: socket.socket, msg_type: int, msg_id: int, body: bytes | memoryview | np.ndarray = b"") -> None:
+def send_frame(
+    sock: socket.socket, msg_type: int, msg_id: int, body: bytes | memoryview | np.ndarray = b""
+) -> None:
     if isinstance(body, np.ndarray):
         body = body.view(np.uint8).reshape(-1)
     data = memoryview(body).cast("B") if not isinstance(body, bytes) else body
@@ -84,7 +86,9 @@ class SocketFrontend:
                 break
             conn.settimeout(None)
             self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="meeple-conn", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(conn,), name="meeple-conn", daemon=True
+            ).start()
 
     def close(self) -> None:
         self._stop.set()
@@ -105,34 +109,55 @@ class SocketFrontend:
                     head = recv_exact(conn, HEADER_SIZE, "frame header")
                 except PeerClosed as err:
                     if "after 0 of" not in str(err):
-                        self._reject(conn, 0, ProtocolError(ErrorCode.MALFORMED, f"truncated frame: {err}"))
+                        self._reject(
+                            conn, 0, ProtocolError(ErrorCode.MALFORMED, f"truncated frame: {err}")
+                        )
                     return
                 msg_type, msg_id, body_len = HEADER.unpack(head)
                 if body_len > server.max_body:
-                    self._reject(conn, msg_id, ProtocolError(
-                        ErrorCode.TOO_LARGE, f"body_len {body_len} exceeds the server maximum {server.max_body} "
-                        "(transport.max_body)"))
+                    self._reject(
+                        conn,
+                        msg_id,
+                        ProtocolError(
+                            ErrorCode.TOO_LARGE,
+                            f"body_len {body_len} exceeds the server maximum {server.max_body} "
+                            "(transport.max_body)",
+                        ),
+                    )
                     return
                 conn.settimeout(server.frame_timeout_s if body_len else None)
                 try:
                     body = recv_exact(conn, body_len, "frame body") if body_len else bytearray()
                 except (PeerClosed, TimeoutError) as err:
-                    self._reject(conn, msg_id, ProtocolError(
-                        ErrorCode.MALFORMED, f"truncated frame: {err} (header announced {body_len} body bytes)"))
+                    self._reject(
+                        conn,
+                        msg_id,
+                        ProtocolError(
+                            ErrorCode.MALFORMED,
+                            f"truncated frame: {err} (header announced {body_len} body bytes)",
+                        ),
+                    )
                     return
                 conn.settimeout(None)
                 try:
                     reply = self._dispatch(owner, state, msg_type, bytes(body))
                 except ProtocolError as err:
-                    server.bad_requests += err.code in (ErrorCode.MALFORMED, ErrorCode.UNKNOWN_TYPE,
-                                                        ErrorCode.VERSION, ErrorCode.BAD_ACTION, ErrorCode.NOT_READY)
+                    server.bad_requests += err.code in (
+                        ErrorCode.MALFORMED,
+                        ErrorCode.UNKNOWN_TYPE,
+                        ErrorCode.VERSION,
+                        ErrorCode.BAD_ACTION,
+                        ErrorCode.NOT_READY,
+                    )
                     send_frame(conn, MsgType.ERROR, msg_id, P.encode_error(err.code, err.text))
                     if err.code == ErrorCode.MALFORMED:
                         return
                     continue
                 except Exception as err:  # noqa: BLE001 - a server bug must not kill other connections
                     log.exception("request %d failed", msg_type)
-                    send_frame(conn, MsgType.ERROR, msg_id, P.encode_error(ErrorCode.INTERNAL, repr(err)))
+                    send_frame(
+                        conn, MsgType.ERROR, msg_id, P.encode_error(ErrorCode.INTERNAL, repr(err))
+                    )
                     continue
                 send_frame(conn, msg_type, msg_id, reply)
                 if msg_type == MsgType.CLOSE:
@@ -152,20 +177,28 @@ class SocketFrontend:
         with contextlib.suppress(OSError):
             send_frame(conn, MsgType.ERROR, msg_id, P.encode_error(err.code, err.text))
 
-    def _dispatch(self, owner: object, state: dict, msg_type: int, body: bytes) -> bytes | np.ndarray:
+    def _dispatch(
+        self, owner: object, state: dict, msg_type: int, body: bytes
+    ) -> bytes | np.ndarray:
         server = self.server
         if msg_type == MsgType.HELLO:
             version = P.decode_hello_request(body)
             if version != P.VERSION:
-                raise ProtocolError(ErrorCode.VERSION, f"client speaks protocol version {version}; "
-                                    f"this server speaks {P.VERSION}")
+                raise ProtocolError(
+                    ErrorCode.VERSION,
+                    f"client speaks protocol version {version}; this server speaks {P.VERSION}",
+                )
             state["hello"] = True
             return P.encode_hello_reply(server.server_name)
         if msg_type not in MsgType._value2member_map_ or msg_type == MsgType.ERROR:
             names = ", ".join(f"{m.name}({m.value})" for m in MsgType if m != MsgType.ERROR)
-            raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"msg_type {msg_type} is unknown; accepted: {names}")
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_TYPE, f"msg_type {msg_type} is unknown; accepted: {names}"
+            )
         if not state["hello"]:
-            raise ProtocolError(ErrorCode.NOT_READY, f"{MsgType(msg_type).name} before HELLO; send HELLO first")
+            raise ProtocolError(
+                ErrorCode.NOT_READY, f"{MsgType(msg_type).name} before HELLO; send HELLO first"
+            )
         if msg_type == MsgType.SPACES:
             return server.spaces.encode()
         if msg_type == MsgType.HEALTH:
@@ -175,8 +208,11 @@ class SocketFrontend:
             return b""
         if msg_type == MsgType.SHM_ATTACH:
             if server.transport != "shm":
-                raise ProtocolError(ErrorCode.NOT_READY, f"this server runs transport={server.transport}; "
-                                    "SHM_ATTACH needs a transport=shm server")
+                raise ProtocolError(
+                    ErrorCode.NOT_READY,
+                    f"this server runs transport={server.transport}; "
+                    "SHM_ATTACH needs a transport=shm server",
+                )
             server.acquire(owner)
             return P.encode_name(server.segment_name)
         n, seats = server.num_envs, server.spaces.num_seats
@@ -185,9 +221,13 @@ class SocketFrontend:
         if msg_type == MsgType.STEP:
             return server.execute(owner, msg_type, actions=P.decode_actions(body, n, "STEP"))
         if msg_type == MsgType.STEP_MULTI:
-            return server.execute(owner, msg_type, actions=P.decode_actions(body, n * seats, "STEP_MULTI"))
+            return server.execute(
+                owner, msg_type, actions=P.decode_actions(body, n * seats, "STEP_MULTI")
+            )
         if body:
-            raise ProtocolError(ErrorCode.MALFORMED, f"{MsgType(msg_type).name} takes an empty body")
+            raise ProtocolError(
+                ErrorCode.MALFORMED, f"{MsgType(msg_type).name} takes an empty body"
+            )
         return server.execute(owner, msg_type)
 
 
@@ -209,7 +249,9 @@ class SocketClient:
             self.sock.close()
             raise ConnectionError(f"cannot connect to the env server at {path}: {err}") from err
         self._msg_id = 0
-        version, self.server_name = P.decode_hello_reply(self.call(MsgType.HELLO, P.encode_hello_request()))
+        version, self.server_name = P.decode_hello_reply(
+            self.call(MsgType.HELLO, P.encode_hello_request())
+        )
         self.spaces = P.Spaces.decode(self.call(MsgType.SPACES))
 
     def call(self, msg_type: int, body: bytes = b"") -> bytearray:
@@ -220,15 +262,22 @@ class SocketClient:
             reply_type, reply_id, body_len = HEADER.unpack(head)
             reply = recv_exact(self.sock, body_len, "reply body") if body_len else bytearray()
         except TimeoutError as err:
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server at {self.path} did not answer "
-                                f"{MsgType(msg_type).name} within {self.timeout_s} s (transport.timeout_s)") from err
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"env server at {self.path} did not answer "
+                f"{MsgType(msg_type).name} within {self.timeout_s} s (transport.timeout_s)",
+            ) from err
         except OSError as err:
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server at {self.path} is gone: {err}") from err
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"env server at {self.path} is gone: {err}"
+            ) from err
         if reply_type == MsgType.ERROR:
             raise P.decode_error(reply)
         if reply_id != self._msg_id or reply_type != msg_type:
-            raise ProtocolError(ErrorCode.MALFORMED, f"reply {reply_type}/{reply_id} does not answer "
-                                f"{msg_type}/{self._msg_id}")
+            raise ProtocolError(
+                ErrorCode.MALFORMED,
+                f"reply {reply_type}/{reply_id} does not answer {msg_type}/{self._msg_id}",
+            )
         return reply
 
     def _records(self, reply: bytearray, count: int) -> np.ndarray:
@@ -238,11 +287,15 @@ class SocketClient:
         return self._records(self.call(MsgType.RESET, P.encode_reset(seed)), self.spaces.num_envs)
 
     def step(self, actions: np.ndarray) -> np.ndarray:
-        return self._records(self.call(MsgType.STEP, P.encode_actions(actions)), self.spaces.num_envs)
+        return self._records(
+            self.call(MsgType.STEP, P.encode_actions(actions)), self.spaces.num_envs
+        )
 
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
         n, seats = self.spaces.num_envs, self.spaces.num_seats
-        return self._records(self.call(MsgType.STEP_MULTI, P.encode_actions(actions)), n * seats).reshape(n, seats)
+        return self._records(
+            self.call(MsgType.STEP_MULTI, P.encode_actions(actions)), n * seats
+        ).reshape(n, seats)
 
     def observe(self) -> np.ndarray:
         return self._records(self.call(MsgType.OBSERVE), self.spaces.num_envs)

@@ -32,8 +32,15 @@ def futex_wait(address: int, expected: int, timeout_s: float) -> None:
         time.sleep(min(timeout_s, 0.0005))
         return
     ts = _Timespec(int(timeout_s), int((timeout_s % 1) * 1e9))
-    _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(address), _FUTEX_WAIT, ctypes.c_uint32(expected),
-                  ctypes.byref(ts), None, 0)
+    _libc.syscall(
+        _SYS_FUTEX,
+        ctypes.c_void_p(address),
+        _FUTEX_WAIT,
+        ctypes.c_uint32(expected),
+        ctypes.byref(ts),
+        None,
+        0,
+    )
 
 
 def futex_wake(address: int) -> None:

@@ -23,14 +23,18 @@ if TYPE_CHECKING:
 ONGOING, DRAW = -1, 2
 INFO = (("to_play", np.uint8), ("moves", np.uint8), ("winner", np.int8))
 # legal_mask() bits -> mask row
-_MASKS = np.array([[(bits >> c) & 1 for c in range(WIDTH)] for bits in range(1 << WIDTH)], dtype=np.uint8)
+_MASKS = np.array(
+    [[(bits >> c) & 1 for c in range(WIDTH)] for bits in range(1 << WIDTH)], dtype=np.uint8
+)
 
 
 class Connect4ArrayEnv:
     """``num_envs`` Connect Four games; ``step`` plays one move per game for its side to move."""
 
     def __init__(self, num_envs: int) -> None:
-        self.spaces = Spaces(num_envs, WIDTH, OBS_SHAPE, np.float32, num_seats=2, info=INFO, env_name="connect4")
+        self.spaces = Spaces(
+            num_envs, WIDTH, OBS_SHAPE, np.float32, num_seats=2, info=INFO, env_name="connect4"
+        )
         self.games = [Connect4() for _ in range(num_envs)]
 
     def reset(self, seed: int | None, out: np.ndarray) -> None:
@@ -73,7 +77,9 @@ class Connect4ArrayEnv:
                 game = self.games[i] = Connect4()
             for seat in (0, 1):
                 rec = out[i, seat]
-                rec["reward"] = 0.0 if winner in (ONGOING, DRAW) else (1.0 if winner == seat else -1.0)
+                rec["reward"] = (
+                    0.0 if winner in (ONGOING, DRAW) else (1.0 if winner == seat else -1.0)
+                )
                 rec["done"] = winner != ONGOING
                 self._write(rec, game, seat, winner)
 
@@ -86,7 +92,11 @@ class Connect4ArrayEnv:
             rec["mask"] = 0
         else:
             rec["mask"] = _MASKS[game.legal_mask()]
-        rec["info_to_play"], rec["info_moves"], rec["info_winner"] = game.to_play, game.moves_played, winner
+        rec["info_to_play"], rec["info_moves"], rec["info_winner"] = (
+            game.to_play,
+            game.moves_played,
+            winner,
+        )
 
     def close(self) -> None:
         self.games = []
@@ -98,7 +108,9 @@ class Connect4Backend:
     def make_array_env(self, env_cfg: Mapping[str, Any], *, num_envs: int) -> Connect4ArrayEnv:
         return Connect4ArrayEnv(num_envs)
 
-    def make_env(self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu") -> EnvBase:
+    def make_env(
+        self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
+    ) -> EnvBase:
         from meeple.envs.record_env import LocalStepper, RecordEnv  # torch: not in servers
 
         return RecordEnv(LocalStepper(Connect4ArrayEnv(num_envs)), device=device)
