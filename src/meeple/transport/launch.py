@@ -37,7 +37,11 @@ def default_address(transport: str, env_name: str) -> str:
 
 
 class ServerProcess:
-    """``python -m meeple.serve`` in a child process; ``address`` once it is ready."""
+    """``python -m meeple.serve`` in a child process; ``address`` once it is ready.
+
+    ``command`` runs another server instead (e.g. the TypeScript one); it must print the
+    same ``MEEPLE_SERVER_READY {json}`` line.
+    """
 
     def __init__(
         self,
@@ -49,10 +53,11 @@ class ServerProcess:
         address: str | None = None,
         start_timeout_s: float = 120.0,
         extra: list[str] = (),
+        command: list[str] | None = None,
     ) -> None:
         self.transport = transport
         address = address or default_address(transport, str(env_cfg.get("backend", "env")))
-        cmd = [
+        cmd = command or [
             sys.executable,
             "-m",
             "meeple.serve",
