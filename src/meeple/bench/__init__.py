@@ -11,4 +11,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
     ),
+    "transport": (
+        "meeple.bench.transport",
+        "env-server round trips: http vs socket vs shm vs in-process (latency percentiles, steps/s, K servers)",
+    ),
 }

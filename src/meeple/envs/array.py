@@ -25,7 +25,8 @@ class ArrayEnv(Protocol):
     """A batch of ``spaces.num_envs`` envs writing result records in place.
 
     ``out`` is a record array (one record per env, or ``[num_envs, num_seats]`` for
-    ``step_multi``), possibly a strided view of shared memory. ``step`` auto-resets
+    ``step_multi``), possibly a strided view of shared memory; write every field of every
+    record on each call (the buffer may be fresh or hold older results). ``step`` auto-resets
     finished envs (docs/protocol.md, "Auto-reset"). Actions are already validated
     against range and mask by the server.
     """

@@ -44,7 +44,7 @@ class CounterEnv:
         self.t[:] = 0
         self.last[:] = 0
         out["reward"], out["done"], out["truncated"] = 0, 0, 0
-        self._write(out)
+        self.observe(out)
 
     def step(self, actions: np.ndarray, out: np.ndarray) -> None:
         if self.fail_action is not None and (actions == self.fail_action).any():
@@ -55,15 +55,15 @@ class CounterEnv:
         out["reward"] = actions
         out["done"] = done
         out["truncated"] = done & self.truncate
-        self.t[done] = 0
-        self.start[done] += 1000  # a new episode, visibly different
-        self._write(out)
+        if done.any():
+            self.t[done] = 0
+            self.start[done] += 1000  # a new episode, visibly different
+        self.observe(out, keep_step=True)
 
-    def observe(self, out: np.ndarray) -> None:
-        out["reward"], out["done"], out["truncated"] = 0, 0, 0
-        self._write(out)
-
-    def _write(self, out: np.ndarray) -> None:
+    def observe(self, out: np.ndarray, keep_step: bool = False) -> None:
+        """Write every field (array envs may be handed fresh buffers each call)."""
+        if not keep_step:
+            out["reward"], out["done"], out["truncated"] = 0, 0, 0
         obs = out["obs"]
         obs[:, 0], obs[:, 1], obs[:, 2] = self.t, self.last, self.start
         mask = out["mask"]

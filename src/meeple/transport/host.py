@@ -78,10 +78,11 @@ class EnvHost:
                 f"env slots {self.first_slot}..{self.first_slot + self.spaces.num_envs - 1} raised "
                 f"{type(err).__name__}: {err}; they were reset (episodes restart)",
             ) from err
+        # Views, not copies: only the env writes these records, after the next check.
         if command == MsgType.STEP_MULTI:
-            self.legal_multi, self.legal = out_multi["mask"].copy(), out_multi["mask"].max(axis=1)
+            self.legal_multi, self.legal = out_multi["mask"], out_multi["mask"].max(axis=1)
         else:
-            self.legal, self.legal_multi = out["mask"].copy(), None
+            self.legal, self.legal_multi = out["mask"], None
 
     def _step_multi(self, actions: np.ndarray, out: np.ndarray, out_multi: np.ndarray) -> None:
         n, seats = self.spaces.num_envs, self.spaces.num_seats
@@ -111,6 +112,9 @@ class EnvHost:
         step_multi(actions, out_multi)
 
     def _check_range(self, actions: np.ndarray) -> None:
+        # one comparison for both ends: negative int32 values wrap to huge uint32 ones
+        if not (actions.astype(np.uint32, copy=False) >= self.spaces.num_actions).any():
+            return
         bad = np.flatnonzero((actions < 0) | (actions >= self.spaces.num_actions))
         if len(bad):
             flat = actions.reshape(-1)
@@ -128,10 +132,14 @@ class EnvHost:
         seat: int | None = None,
         rows: np.ndarray | None = None,
     ) -> None:
+        if len(actions) <= 16:  # small batches: plain Python beats numpy's per-call cost
+            n = self.spaces.num_actions
+            if all(0 <= a < n and legal[i, a] for i, a in enumerate(actions.tolist())):
+                return
         self._check_range(actions)
-        ok = legal[np.arange(len(actions)), actions].astype(bool)
+        ok = legal[np.arange(len(actions)), actions]
         if not ok.all():
-            i = int(np.flatnonzero(~ok)[0])
+            i = int(np.flatnonzero(ok == 0)[0])
             env = self.first_slot + (int(rows[i]) if rows is not None else i)
             where = f"env {env}" + ("" if seat is None else f" seat {seat}")
             allowed = np.flatnonzero(legal[i]).tolist()
