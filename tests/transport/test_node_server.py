@@ -8,12 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
-from meeple_connect4 import Connect4ArrayEnv
 
 from meeple.envs.record_env import LocalStepper
 from meeple.transport import protocol as P
 from meeple.transport.client import RemoteEnv, connect
 from meeple.transport.protocol import ErrorCode, ProtocolError
+from meeple_connect4 import Connect4ArrayEnv
 from tests.transport import golden
 from tests.transport.node import build, start
 from tests.transport.traces import assert_same, play

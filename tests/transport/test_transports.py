@@ -7,7 +7,6 @@ import stat
 import numpy as np
 import pytest
 import torch
-from meeple_connect4 import Connect4ArrayEnv
 from torchrl.collectors import Collector
 from torchrl.envs.utils import check_env_specs
 
@@ -15,6 +14,7 @@ from meeple.envs.counter import CounterEnv
 from meeple.envs.record_env import LocalStepper
 from meeple.transport.client import RemoteEnv, connect
 from meeple.transport.shm import ShmChannel
+from meeple_connect4 import Connect4ArrayEnv
 from tests.transport.conftest import CONNECT4, COUNTER, client_for, serving
 from tests.transport.traces import assert_same, play
 
