@@ -102,3 +102,23 @@ def test_bodies():
     assert err.code == ErrorCode.BAD_ACTION and err.text == "nope"
     health = dict(steps=2**40, env_errors=1, bad_requests=2, num_workers=3, clients=4)
     assert P.decode_health(P.encode_health(**health)) == health
+
+
+def test_spin_budget_adapts_to_how_waits_end():
+    from meeple.transport.waiting import SpinBudget
+
+    budget = SpinBudget()
+    for _ in range(5):  # 1, 1/2, 1/4, 1/8, 1/16
+        assert budget.next_scale() > 0
+        budget.blocked()  # never answered while spinning: stop spinning
+    assert budget.scale == 0.0 and budget.next_scale() == 0.0
+    probes = [budget.next_scale() for _ in range(128)]
+    assert (
+        probes.count(SpinBudget.MIN) == 2 and probes.count(0.0) == 126
+    )  # waits 64 and 128  # a probe every 64th wait
+    budget.spun()
+    budget.spun()
+    assert budget.scale == 2 * SpinBudget.MIN
+    for _ in range(10):
+        budget.spun()
+    assert budget.scale == 1.0

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces, round_up
-from meeple.transport.waiting import WaitPolicy, WaitTimeout, futex_wake, wait_until
+from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, futex_wake, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +274,7 @@ class ShmChannel:
         self._error = [seg.word(w, W_ERROR_AT // 4) for w in self.workers]
         self._command = -1
         self._requests = 0
+        self._budgets = [SpinBudget() for _ in self.workers]
         self.single = seg.records[:, 0]
         self.sync()
 
@@ -310,6 +311,7 @@ class ShmChannel:
                 set_sleeping=set_sleeping,
                 policy=self.policy,
                 alive=lambda: self._alive(worker),
+                budget=self._budgets[worker],
             )
         except WaitTimeout as err:
             raise ProtocolError(
@@ -412,6 +414,7 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
         return None
 
     last, last_code, served = words[doorbell], 0, 0
+    budget = SpinBudget()
     mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
     slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
     try:
@@ -425,6 +428,7 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                     policy=policy,
                     alive=alive,
                     timeout_s=float("inf"),
+                    budget=budget,
                 )
             except ConnectionError:
                 break
