@@ -275,3 +275,16 @@ def test_signals_remove_socket_file_segment_and_workers(sig):
     assert not os.path.exists(address), "socket file left behind"
     assert not os.path.exists(segment), "shared-memory segment left in /dev/shm"
     assert not any(pid_alive(p) for p in workers)
+
+
+def test_killed_worker_gives_a_clear_error():
+    with serving(COUNTER, "shm", num_envs=2, num_workers=2) as server:
+        client = connect("shm", server.address, timeout_s=20)
+        client.reset(0)
+        os.kill(client.channel._pids[1], signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(ProtocolError, match=r"env server worker 1 \(pid \d+\) died"):
+            for t in range(100_000):
+                client.step(np.full(2, (t % 5 + 1) % 4))
+        assert time.monotonic() - start < 10
+        client.control.sock.close()
