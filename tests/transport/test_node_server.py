@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 
@@ -101,3 +102,38 @@ def test_typescript_server_socket_is_private_and_removed_on_sigterm(dist):
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=10) == 0
     assert not os.path.exists(server.address)
+
+
+def test_typescript_server_answers_bad_frames_and_keeps_serving(dist):
+    from tests.transport.test_faults import closed, expect_error, hello, raw
+
+    server = start(dist, "socket", num_envs=2)
+    try:
+        client = connect("socket", server.address, timeout_s=10)
+        client.reset(None)
+        s = raw(server.address)
+        s.sendall(P.encode_frame(77, 3))
+        expect_error(s, ErrorCode.UNKNOWN_TYPE, "msg_type 77 is unknown")
+        s.sendall(P.encode_frame(P.MsgType.HELLO, 4, b"XXXX\x01\x00"))
+        expect_error(s, ErrorCode.MALFORMED, "HELLO magic")
+        assert closed(s)
+        s = raw(server.address)
+        s.sendall(P.encode_frame(P.MsgType.HELLO, 5, P.encode_hello_request(99)))
+        expect_error(
+            s, ErrorCode.VERSION, "client speaks protocol version 99; this server speaks 1"
+        )
+        hello(s)
+        s.sendall(P.HEADER.pack(P.MsgType.STEP, 6, 2**31))
+        expect_error(s, ErrorCode.TOO_LARGE, "exceeds the server maximum")
+        assert closed(s)
+        s = raw(server.address)
+        hello(s)
+        s.sendall(P.HEADER.pack(P.MsgType.STEP, 7, 8) + b"\0\0")
+        s.shutdown(socket.SHUT_WR)
+        expect_error(s, ErrorCode.MALFORMED, "truncated frame")
+        with pytest.raises(ProtocolError, match=r"action 7 at position 1 is out of range"):
+            client.step(np.array([0, 7]))
+        assert client.step(np.array([0, 1]))["info_moves"].tolist() == [1, 1]
+        client.close()
+    finally:
+        server.stop()
