@@ -288,3 +288,33 @@ def test_killed_worker_gives_a_clear_error():
                 client.step(np.full(2, (t % 5 + 1) % 4))
         assert time.monotonic() - start < 10
         client.control.sock.close()
+
+
+def test_a_new_server_sweeps_what_dead_servers_left():
+    import subprocess
+
+    from meeple.transport.launch import STALE_SOCKET_S, default_folder
+    from meeple.transport.protocol import Spaces
+    from meeple.transport.shm import Segment
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    name = f"meeple-teststale{os.getpid()}"
+    seg = Segment.create(name, Spaces(1, 2, (1,)), 1)
+    struct.pack_into("<I", seg.mm, 32, dead.pid)  # server_pid: a process that is gone
+    seg.close()
+    path = os.path.join(default_folder(), f"stale-{os.getpid()}.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()
+    old = time.time() - STALE_SOCKET_S - 5
+    os.utime(path, (old, old))
+    young = os.path.join(default_folder(), f"young-{os.getpid()}.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(young)  # possibly a server starting right now: left alone
+    s.close()
+    with serving(COUNTER, "socket", num_envs=1):
+        pass
+    assert not os.path.exists(f"/dev/shm/{name}") and not os.path.exists(path)
+    assert os.path.exists(young)
+    os.unlink(young)

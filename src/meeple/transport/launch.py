@@ -7,10 +7,12 @@ import contextlib
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -28,12 +30,45 @@ def _stop_all() -> None:
         server.stop()
 
 
+STALE_SOCKET_S = 60.0  # a socket file this old that refuses connections belongs to a dead server
+
+
+def default_folder() -> str:
+    folder = os.path.join(tempfile.gettempdir(), f"meeple-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
 def default_address(transport: str, env_name: str) -> str:
     if transport == "http":
         return "127.0.0.1:0"
-    folder = os.path.join(tempfile.gettempdir(), f"meeple-{os.getuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return os.path.join(folder, f"{env_name}-{os.getpid()}-{next(_counter)}.sock")
+    return os.path.join(default_folder(), f"{env_name}-{os.getpid()}-{next(_counter)}.sock")
+
+
+def sweep_stale_sockets(folder: str | None = None) -> list[str]:
+    """Remove socket files in the default folder that refuse connections and are older than
+    :data:`STALE_SOCKET_S` (left by killed servers; default addresses are never reused)."""
+    folder = folder or default_folder()
+    removed = []
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        try:
+            if not name.endswith(".sock") or time.time() - os.stat(path).st_mtime < STALE_SOCKET_S:
+                continue
+        except FileNotFoundError:
+            continue
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+    return removed
 
 
 class ServerProcess:

@@ -24,6 +24,7 @@ import numpy as np
 from meeple.envs.array import make_array_env
 from meeple.errors import ConfigError
 from meeple.transport.host import EnvHost
+from meeple.transport.launch import sweep_stale_sockets
 from meeple.transport.protocol import DEFAULT_MAX_BODY, ErrorCode, MsgType, ProtocolError, Spaces
 from meeple.transport.shm import (
     STATE_CLOSING,
@@ -36,6 +37,7 @@ from meeple.transport.shm import (
     ShmChannel,
     pid_alive,
     segment_name,
+    sweep_stale_segments,
     unlink_segment,
     worker_main,
 )
@@ -232,6 +234,10 @@ class EnvServer:
 
     # -- lifecycle --
     def start(self) -> EnvServer:
+        sweep_stale_segments()  # crash leftovers of other servers, wherever they listened
+        removed = sweep_stale_sockets()
+        if removed:
+            log.warning("removed %d stale socket file(s) of dead servers", len(removed))
         if self.transport != "http":
             claim_address(self.address, self.segment_name)
         elif self.segment_name:

@@ -240,6 +240,22 @@ class Segment:
             pass
 
 
+def sweep_stale_segments() -> list[str]:
+    """Remove every ``/dev/shm/meeple-*`` segment whose server process is dead (crash leftovers
+    at addresses nobody reuses, e.g. per-process default addresses). Returns their names."""
+    removed = []
+    for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else []:
+        if not name.startswith("meeple-"):
+            continue
+        pid = Segment.read_server_pid(name)
+        if pid and not pid_alive(pid):  # pid 0: a segment being created right now
+            unlink_segment(name)
+            removed.append(name)
+    if removed:
+        log.warning("removed %d stale shared-memory segment(s) of dead servers: %s", len(removed), ", ".join(removed))
+    return removed
+
+
 def unlink_segment(name: str) -> None:
     try:
         os.unlink(os.path.join(SHM_DIR, name))
