@@ -318,3 +318,13 @@ def test_a_new_server_sweeps_what_dead_servers_left():
     assert not os.path.exists(f"/dev/shm/{name}") and not os.path.exists(path)
     assert os.path.exists(young)
     os.unlink(young)
+
+
+def test_a_server_that_cannot_start_is_one_clear_error(capfd):
+    from meeple.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match="socket env server exited with code 2 before it was ready"
+    ):
+        ServerProcess({"array_env": "no_such_module:Env"}, transport="socket", num_envs=1)
+    assert "env.array_env='no_such_module:Env' cannot be loaded" in capfd.readouterr().err

@@ -50,7 +50,10 @@ def make_array_env(env_cfg: Mapping[str, Any], num_envs: int) -> ArrayEnv:
         module, _, name = str(target).partition(":")
         if not name:
             raise ConfigError(f"env.array_env={target!r}; expected 'package.module:callable'")
-        factory = getattr(importlib.import_module(module), name)
+        try:
+            factory = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"env.array_env={target!r} cannot be loaded: {err}") from err
         return factory(num_envs=num_envs, **dict(env_cfg.get("kwargs") or {}))
     from meeple.plugins.registry import load_backend
 

@@ -111,10 +111,6 @@ class RemoteEnv(RecordEnv):
         super().__init__(stepper, device=device)
         self.server = server
 
-    @property
-    def transport_name(self) -> str:
-        return type(self.stepper).__name__
-
     def health(self) -> dict[str, int]:
         return self.stepper.health()
 
@@ -151,6 +147,12 @@ def make_remote_env(
             connect(transport, address, timeout_s=timeout_s, policy=policy), device=device
         )
     workers = int(transport_cfg.get("num_workers", 0))
+    # the server side of this config: waits and limits
+    extra = [
+        f"transport.{key}={transport_cfg[key]}"
+        for key in ("spin_us", "yield_us", "max_body", "timeout_s")
+        if key in transport_cfg
+    ]
     order = ["shm", "socket", "http"] if transport == "auto" else [transport]
     failures = []
     for kind in order:
@@ -160,6 +162,7 @@ def make_remote_env(
                 transport=kind,
                 num_envs=num_envs,
                 num_workers=max(workers, 1) if kind == "shm" else workers,
+                extra=extra,
             )
         except ConfigError as err:
             failures.append(f"{kind}: {err}")

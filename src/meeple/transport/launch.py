@@ -125,10 +125,18 @@ class ServerProcess:
         reader.start()
         reader.join(timeout_s)
         if "address" not in result:
+            code = None
+            if not reader.is_alive():  # stdout closed: the server is exiting
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = self.proc.wait(timeout=10)
             self.stop()
+            if code is not None:
+                raise ConfigError(
+                    f"the {self.transport} env server exited with code {code} before it was "
+                    "ready (its error is printed above)"
+                )
             raise ConfigError(
-                f"the {self.transport} env server did not start within {timeout_s:.0f} s "
-                f"(exit code {self.proc.poll()}; its errors are above)"
+                f"the {self.transport} env server did not start within {timeout_s:.0f} s"
             )
         return result["address"]
 

@@ -252,7 +252,11 @@ def sweep_stale_segments() -> list[str]:
             unlink_segment(name)
             removed.append(name)
     if removed:
-        log.warning("removed %d stale shared-memory segment(s) of dead servers: %s", len(removed), ", ".join(removed))
+        log.warning(
+            "removed %d stale shared-memory segment(s) of dead servers: %s",
+            len(removed),
+            ", ".join(removed),
+        )
     return removed
 
 
