@@ -15,4 +15,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.mcts",
         "Connect Four MCTS: native tree and rollout search vs OpenSpiel's MCTSBot, self-play queue fill",
     ),
+    "transport": (
+        "meeple.bench.transport",
+        "env-server round trips: http vs socket vs shm vs in-process (latency percentiles, steps/s, K servers)",
+    ),
 }

@@ -20,7 +20,8 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     phase: PPOPhase = typed["phase"]
     load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
-    env_fn = partial(make_env, env_cfg)
+    transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
+    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
     # Specs come from a throwaway single env so the model is built before the collector.
     probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
@@ -46,7 +47,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
-        env_snapshots=env_snapshots(env_cfg),
+        env_snapshots=env_snapshots(env_cfg, transport_cfg),
     )
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts)
