@@ -12,6 +12,7 @@
 #include "score.hpp"
 #include "shanten.hpp"
 #include "tiles.hpp"
+#include "wall.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -138,6 +139,24 @@ void register_mahjong(nb::module_& parent) {
       },
       "hands"_a,
       "Shanten of N hands ((N, 34) uint8 counts) -> (N, 4) int8: [min, regular, seven pairs, orphans].");
+
+  m.def("splitmix64", [](uint64_t seed, int n) {
+        SplitMix64 g(seed);
+        std::vector<uint64_t> out(n);
+        for (auto& x : out) x = g.next();
+        return out;
+      }, "seed"_a, "n"_a, "First n outputs of the vendored SplitMix64 (checked against published values).");
+  m.def("game_key", &game_key, "session_seed"_a, "game"_a, "Stream key of one game of a session.");
+  m.def("hand_key", &hand_key, "session_seed"_a, "game"_a, "kyoku"_a, "honba"_a,
+        "Key of one hand's wall: (session seed, game index, kyoku 0 = East 1, honba).");
+  m.def("make_wall", [](uint64_t key) {
+        auto w = make_wall(key);
+        return std::vector<int>(w.begin(), w.end());
+      }, "key"_a, "136 tile ids: draws from index 0, dead wall = last 14 (rinshan, dora, ura).");
+  m.def("wall", [](uint64_t seed, uint64_t game, uint32_t kyoku, uint32_t honba) {
+        auto w = make_wall(hand_key(seed, game, kyoku, honba));
+        return std::vector<int>(w.begin(), w.end());
+      }, "session_seed"_a, "game"_a, "kyoku"_a, "honba"_a, "The wall of one hand (make_wall(hand_key(...))).");
 
   m.def(
       "score_hand",

@@ -3,6 +3,7 @@
 - tiles: `kind_to_mjai`, `tile_to_mjai`, `mjai_to_kind`, `parse_counts` (docs/mahjong_engine.md)
 - `shanten(counts)` / `shanten_batch(array)`: table-based shanten with the four-copies limit
 - `score_hand(closed, melds, win_tile, **conditions)`: yaku, fu, limits and payments
+- `wall(session_seed, game, kyoku, honba)`: the deterministic 136-tile wall of one hand
 """
 
 from meeple_native import mahjong as _mj
@@ -14,8 +15,16 @@ shanten_parts = _mj.shanten_parts
 shanten_batch = _mj.shanten_batch
 score_hand = _mj.score_hand
 init_shanten_tables = _mj.init_shanten_tables
+game_key = _mj.game_key
+hand_key = _mj.hand_key
+make_wall = _mj.make_wall
+wall = _mj.wall
 
 __all__ = [
+    "game_key",
+    "hand_key",
+    "make_wall",
+    "wall",
     "init_shanten_tables",
     "kind_to_mjai",
     "mjai_to_kind",
