@@ -1,6 +1,7 @@
 // Python bindings of the mahjong engine -> meeple_native._core.mahjong (a submodule).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "game.hpp"
 #include "score.hpp"
 #include "shanten.hpp"
 #include "tiles.hpp"
@@ -79,6 +81,131 @@ nb::dict result_to_dict(const ScoreResult& r) {
   pay["total"] = r.pay.total;
   d["payment"] = pay;
   return d;
+}
+
+const char* meld_type_name(MeldType t) {
+  static constexpr const char* kNames[] = {"chi", "pon", "daiminkan", "ankan", "kakan"};
+  return kNames[static_cast<int>(t)];
+}
+
+nb::list melds_to_list(const std::vector<Meld>& melds) {
+  nb::list l;
+  for (const Meld& m : melds) l.append(nb::make_tuple(meld_type_name(m.type), m.tiles));
+  return l;
+}
+
+nb::dict win_record_to_dict(const WinRecord& w) {
+  const WinInput& in = w.input;
+  nb::dict flags;
+  flags["tsumo"] = in.tsumo, flags["riichi"] = in.riichi, flags["double_riichi"] = in.double_riichi;
+  flags["ippatsu"] = in.ippatsu, flags["rinshan"] = in.rinshan, flags["chankan"] = in.chankan;
+  flags["haitei"] = in.haitei, flags["houtei"] = in.houtei, flags["tenhou"] = in.tenhou;
+  flags["chiihou"] = in.chiihou, flags["seat_wind"] = in.seat_wind, flags["round_wind"] = in.round_wind;
+  flags["dora_indicators"] = in.dora_indicators, flags["ura_indicators"] = in.ura_indicators;
+  flags["honba"] = in.honba, flags["riichi_sticks"] = in.riichi_sticks;
+  nb::dict d;
+  d["winner"] = w.winner;
+  d["loser"] = w.loser;
+  d["closed"] = in.closed;
+  d["melds"] = melds_to_list(in.melds);
+  d["win_tile"] = in.win_tile;
+  d["flags"] = flags;
+  d["result"] = result_to_dict(w.result);
+  d["deltas"] = w.deltas;
+  return d;
+}
+
+ActionType parse_action_type(const std::string& s) {
+  for (int i = 0; i <= static_cast<int>(ActionType::Pass); ++i)
+    if (s == action_type_name(static_cast<ActionType>(i))) return static_cast<ActionType>(i);
+  throw nb::value_error(("unknown action type '" + s +
+                         "': expected discard, riichi, tsumo, ron, chi, pon, daiminkan, ankan, kakan, kyuushu or pass")
+                            .c_str());
+}
+
+GameRules make_rules(bool red_fives, bool open_tanyao, bool double_yakuman, bool kazoe_yakuman, bool kiriage,
+                     bool east_only, int start_points, int return_points, bool agari_yame, bool bust_ends,
+                     bool double_ron, bool triple_ron_abort, bool nagashi_mangan, bool kyuushu_kyuuhai,
+                     bool suufon_renda, bool suucha_riichi, bool suukaikan) {
+  GameRules r;
+  r.scoring.red_fives = red_fives, r.scoring.open_tanyao = open_tanyao, r.scoring.double_yakuman = double_yakuman;
+  r.scoring.kazoe_yakuman = kazoe_yakuman, r.scoring.kiriage = kiriage;
+  r.east_only = east_only, r.start_points = start_points, r.return_points = return_points;
+  r.agari_yame = agari_yame, r.bust_ends = bust_ends, r.double_ron = double_ron;
+  r.triple_ron_abort = triple_ron_abort, r.nagashi_mangan = nagashi_mangan, r.kyuushu_kyuuhai = kyuushu_kyuuhai;
+  r.suufon_renda = suufon_renda, r.suucha_riichi = suucha_riichi, r.suukaikan = suukaikan;
+  return r;
+}
+
+// Uniform random legal play until the game ends (native loop, no Python per decision).
+uint64_t random_playout(Game& g, uint64_t policy_seed) {
+  SplitMix64 rng(policy_seed);
+  uint64_t decisions = 0;
+  while (!g.is_done()) {
+    const int seat = g.pending().front();
+    const std::vector<Action> legal = g.legal_actions(seat);
+    g.step(seat, legal[rng.below(static_cast<uint32_t>(legal.size()))]);
+    ++decisions;
+  }
+  return decisions;
+}
+
+// A simple rule-based player: wins when it can, declares riichi, discards to lower shanten
+// (random among the best), calls with probability `call_prob`. Wins far more often than
+// uniform play, so self-play exercises scoring, riichi, furiten and kans.
+uint64_t greedy_playout(Game& g, uint64_t policy_seed, double call_prob) {
+  SplitMix64 rng(policy_seed);
+  auto coin = [&](double p) { return static_cast<double>(rng.next() >> 11) * 0x1.0p-53 < p; };
+  uint64_t decisions = 0;
+  while (!g.is_done()) {
+    const int seat = g.pending().front();
+    const std::vector<Action> legal = g.legal_actions(seat);
+    const Action* pick = nullptr;
+    std::vector<const Action*> best;
+    int best_sh = 99;
+    for (const Action& a : legal) {
+      switch (a.type) {
+        case ActionType::Tsumo:
+        case ActionType::Ron:
+          pick = &a;
+          break;
+        case ActionType::Riichi:
+          if (!pick && coin(0.8)) pick = &a;
+          break;
+        case ActionType::Ankan:
+        case ActionType::Kakan:
+        case ActionType::Daiminkan:
+        case ActionType::Pon:
+        case ActionType::Chi:
+          if (!pick && coin(call_prob)) pick = &a;
+          break;
+        case ActionType::Kyuushu:
+          if (!pick && coin(0.5)) pick = &a;
+          break;
+        case ActionType::Discard: {
+          Counts c{};
+          for (int t : g.hand(seat)) ++c[kind_of(t)];
+          --c[kind_of(a.tile)];
+          const int sh = shanten(c);
+          if (sh < best_sh) best_sh = sh, best.clear();
+          if (sh == best_sh) best.push_back(&a);
+          break;
+        }
+        default:
+          break;
+      }
+      if (pick && (pick->type == ActionType::Tsumo || pick->type == ActionType::Ron)) break;
+    }
+    if (!pick && !best.empty()) pick = best[rng.below(static_cast<uint32_t>(best.size()))];
+    if (!pick) {  // claims window with no call taken: pass
+      for (const Action& a : legal)
+        if (a.type == ActionType::Pass) pick = &a;
+    }
+    if (!pick) pick = &legal[rng.below(static_cast<uint32_t>(legal.size()))];
+    g.step(seat, *pick);
+    ++decisions;
+  }
+  return decisions;
 }
 
 }  // namespace
@@ -157,6 +284,82 @@ void register_mahjong(nb::module_& parent) {
         auto w = make_wall(hand_key(seed, game, kyoku, honba));
         return std::vector<int>(w.begin(), w.end());
       }, "session_seed"_a, "game"_a, "kyoku"_a, "honba"_a, "The wall of one hand (make_wall(hand_key(...))).");
+
+  nb::class_<Action>(m, "Action", "One decision: type, tile (136 id or -1), consumed own tiles (chi/pon/kan).")
+      .def("__init__",
+           [](Action* a, const std::string& type, int tile, const std::vector<int>& consumed) {
+             if (consumed.size() > 3) throw nb::value_error("Action: at most 3 consumed tiles");
+             new (a) Action{parse_action_type(type), tile, {-1, -1, -1}};
+             for (size_t i = 0; i < consumed.size(); ++i) a->consumed[i] = consumed[i];
+           },
+           "type"_a, "tile"_a = -1, "consumed"_a = std::vector<int>{})
+      .def_prop_ro("type", [](const Action& a) { return std::string(action_type_name(a.type)); })
+      .def_ro("tile", &Action::tile)
+      .def_prop_ro("consumed", [](const Action& a) {
+        std::vector<int> v;
+        for (int c : a.consumed)
+          if (c >= 0) v.push_back(c);
+        return v;
+      })
+      .def("__eq__", [](const Action& a, const Action& b) { return a == b; })
+      .def("__hash__", [](const Action& a) {
+        return (static_cast<int>(a.type) * 1000003) ^ (a.tile * 7919) ^ (a.consumed[0] * 131) ^ (a.consumed[1] * 17) ^ a.consumed[2];
+      })
+      .def("__repr__", [](const Action& a) { return "Action(" + a.to_string() + ")"; });
+
+  nb::class_<Game>(m, "Game", "A whole 4-player riichi game; see docs/mahjong_engine.md.")
+      .def("__init__",
+           [](Game* g, bool red_fives, bool open_tanyao, bool double_yakuman, bool kazoe_yakuman, bool kiriage,
+              bool east_only, int start_points, int return_points, bool agari_yame, bool bust_ends, bool double_ron,
+              bool triple_ron_abort, bool nagashi_mangan, bool kyuushu_kyuuhai, bool suufon_renda, bool suucha_riichi,
+              bool suukaikan) {
+             new (g) Game(make_rules(red_fives, open_tanyao, double_yakuman, kazoe_yakuman, kiriage, east_only,
+                                     start_points, return_points, agari_yame, bust_ends, double_ron, triple_ron_abort,
+                                     nagashi_mangan, kyuushu_kyuuhai, suufon_renda, suucha_riichi, suukaikan));
+           },
+           nb::kw_only(), "red_fives"_a = true, "open_tanyao"_a = true, "double_yakuman"_a = true,
+           "kazoe_yakuman"_a = true, "kiriage"_a = false, "east_only"_a = false, "start_points"_a = 25000,
+           "return_points"_a = 30000, "agari_yame"_a = true, "bust_ends"_a = true, "double_ron"_a = true,
+           "triple_ron_abort"_a = true, "nagashi_mangan"_a = true, "kyuushu_kyuuhai"_a = true,
+           "suufon_renda"_a = true, "suucha_riichi"_a = true, "suukaikan"_a = true)
+      .def("reset", &Game::reset, "session_seed"_a, "game_index"_a = 0,
+           "Start a new game; walls come from (session_seed, game_index, kyoku, honba).")
+      .def("pending", &Game::pending, "Seats that must act now.")
+      .def("legal_actions", [](const Game& g, int seat) { return rethrow([&] { return g.legal_actions(seat); }); },
+           "seat"_a)
+      .def("step", [](Game& g, int seat, const Action& a) { rethrow([&] { g.step(seat, a); return 0; }); },
+           "seat"_a, "action"_a,
+           "Apply one action; ValueError (seat, action, legal set) leaves the game unchanged.")
+      .def("is_done", &Game::is_done)
+      .def_prop_ro("scores", [](const Game& g) { return g.scores(); })
+      .def("hand", [](const Game& g, int seat) { return g.hand(seat); }, "seat"_a)
+      .def("melds", [](const Game& g, int seat) { return melds_to_list(g.melds(seat)); }, "seat"_a)
+      .def("discards", [](const Game& g, int seat) { return g.discards(seat); }, "seat"_a)
+      .def("in_riichi", &Game::in_riichi, "seat"_a)
+      .def_prop_ro("dora_indicators", &Game::dora_indicators)
+      .def_prop_ro("kyoku", &Game::kyoku)
+      .def_prop_ro("honba", &Game::honba)
+      .def_prop_ro("riichi_sticks", &Game::riichi_sticks)
+      .def_prop_ro("dealer", &Game::dealer)
+      .def_prop_ro("tiles_left", &Game::tiles_left)
+      .def_prop_ro("hands_played", &Game::hands_played)
+      .def("events", [](const Game& g) { return g.events(); }, "MJAI events (JSON strings) so far.")
+      .def("wins", [](const Game& g) {
+        nb::list l;
+        for (const WinRecord& w : g.wins()) l.append(win_record_to_dict(w));
+        return l;
+      }, "Every win: winner, loser (-1 tsumo), scoring input, result and applied deltas.")
+      .def("set_record_events", &Game::set_record_events, "on"_a)
+      .def("random_playout", [](Game& g, uint64_t policy_seed) {
+        nb::gil_scoped_release release;
+        return random_playout(g, policy_seed);
+      }, "policy_seed"_a, "Play uniformly random legal actions to the end in C++; returns the decision count.")
+      .def("greedy_playout", [](Game& g, uint64_t policy_seed, double call_prob) {
+        nb::gil_scoped_release release;
+        return greedy_playout(g, policy_seed, call_prob);
+      }, "policy_seed"_a, "call_prob"_a = 0.3,
+      "Play to the end with a simple rule-based policy in C++ (wins, riichi, shanten-greedy discards).")
+      .def("__copy__", [](const Game& g) { return Game(g); });
 
   m.def(
       "score_hand",

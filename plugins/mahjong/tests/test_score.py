@@ -4,99 +4,13 @@ import random
 from collections import Counter
 
 import pytest
-from mahjong.hand_calculating.hand import HandCalculator
-from mahjong.hand_calculating.hand_config import HandConfig, OptionalRules
 from mahjong.hand_calculating.yaku_config import YakuConfig
-from mahjong.meld import Meld
 
 import meeple_mahjong as mj
+from meeple_mahjong.peers import DORA_NAMES, our_score, peer_score
 from meeple_mahjong.testing import random_win
 
 N_HANDS = 10_000
-_NAMES = {v.name: k for k, v in vars(YakuConfig()).items()}
-_MELD = {
-    "chi": (Meld.CHI, True),
-    "pon": (Meld.PON, True),
-    "daiminkan": (Meld.KAN, True),
-    "ankan": (Meld.KAN, False),
-    "kakan": (Meld.SHOUMINKAN, True),
-}
-_RULES = OptionalRules(has_open_tanyao=True, has_aka_dora=True)  # Tenhou defaults otherwise
-_DORA = ("dora", "aka_dora", "ura_dora")
-
-
-def peer_score(case) -> dict:
-    f = case.flags
-    config = HandConfig(
-        is_tsumo=f.get("tsumo", False),
-        is_riichi=f.get("riichi", False),
-        is_daburu_riichi=f.get("double_riichi", False),
-        is_ippatsu=f.get("ippatsu", False),
-        is_rinshan=f.get("rinshan", False),
-        is_chankan=f.get("chankan", False),
-        is_haitei=f.get("haitei", False),
-        is_houtei=f.get("houtei", False),
-        is_tenhou=f.get("tenhou", False),
-        is_chiihou=f.get("chiihou", False),
-        player_wind=27 + f["seat_wind"],
-        round_wind=27 + f["round_wind"],
-        tsumi_number=f["honba"],
-        kyoutaku_number=f["riichi_sticks"],
-        options=_RULES,
-    )
-    melds = [
-        Meld(meld_type=_MELD[t][0], tiles=sorted(ids), opened=_MELD[t][1]) for t, ids in case.melds
-    ]
-    tiles = list(case.closed) + [t for _, ids in case.melds for t in ids]
-    r = HandCalculator.estimate_hand_value(
-        tiles,
-        case.win_tile,
-        melds=melds,
-        dora_indicators=f["dora_indicators"],
-        ura_dora_indicators=f["ura_indicators"],
-        config=config,
-    )
-    if r.error:
-        return {"ok": False}
-    c = r.cost
-    dora = {_NAMES[y.name]: y.han_closed for y in r.yaku if _NAMES[y.name] in _DORA}
-    return {
-        "ok": True,
-        "han": r.han,
-        "fu": r.fu,
-        "yaku": sorted(_NAMES[y.name] for y in r.yaku if _NAMES[y.name] not in _DORA),
-        "dora": (dora.get("dora", 0), dora.get("aka_dora", 0), dora.get("ura_dora", 0)),
-        "pay": (
-            c["main"],
-            c["main_bonus"],
-            c["additional"],
-            c["additional_bonus"],
-            c["kyoutaku_bonus"],
-            c["total"],
-        ),
-    }
-
-
-def our_score(case) -> dict:
-    r = mj.score_hand(case.closed, case.melds, case.win_tile, **case.flags)
-    if not r["ok"]:
-        return {"ok": False}
-    p = r["payment"]
-    return {
-        "ok": True,
-        "han": r["han"],
-        "fu": r["fu"],
-        "yaku": sorted(name for name, _ in r["yaku"]),
-        "dora": (r["dora"], r["aka"], r["ura"]),
-        "pay": (
-            p["main"],
-            p["main_bonus"],
-            p["additional"],
-            p["additional_bonus"],
-            p["kyoutaku_bonus"],
-            p["total"],
-        ),
-    }
 
 
 def test_matches_mahjong_package_on_10k_random_wins():
@@ -117,7 +31,7 @@ def test_matches_mahjong_package_on_10k_random_wins():
     # The sample exercises every yaku the rules score (and both win types, honba).
     every = set(vars(YakuConfig())) - {
         "open_riichi", "daburu_open_riichi", "nagashi_mangan", "renhou", "daisharin", "daichisei",
-        "renhou_yakuman", "sashikomi", "paarenchan", *_DORA,
+        "renhou_yakuman", "sashikomi", "paarenchan", *DORA_NAMES,
     }  # fmt: skip
     assert every <= set(seen), sorted(every - set(seen))
     assert seen["won"] > 0.85 * N_HANDS and min(seen["ron"], seen["tsumo"], seen["honba"]) > 1000

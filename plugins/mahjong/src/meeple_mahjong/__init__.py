@@ -4,6 +4,7 @@
 - `shanten(counts)` / `shanten_batch(array)`: table-based shanten with the four-copies limit
 - `score_hand(closed, melds, win_tile, **conditions)`: yaku, fu, limits and payments
 - `wall(session_seed, game, kyoku, honba)`: the deterministic 136-tile wall of one hand
+- `Game`, `Action`: the game state machine (pending seats, legal actions, step, MJAI events)
 """
 
 from meeple_native import mahjong as _mj
@@ -15,12 +16,16 @@ shanten_parts = _mj.shanten_parts
 shanten_batch = _mj.shanten_batch
 score_hand = _mj.score_hand
 init_shanten_tables = _mj.init_shanten_tables
+Game = _mj.Game
+Action = _mj.Action
 game_key = _mj.game_key
 hand_key = _mj.hand_key
 make_wall = _mj.make_wall
 wall = _mj.wall
 
 __all__ = [
+    "Action",
+    "Game",
     "game_key",
     "hand_key",
     "make_wall",
