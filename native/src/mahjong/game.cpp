@@ -92,6 +92,7 @@ std::vector<int> Game::dora_indicators() const {
 void Game::start_hand() {
   wall_ = make_wall(hand_key(seed_, game_, static_cast<uint32_t>(kyoku_), static_cast<uint32_t>(honba_)));
   for (auto& pl : p_) pl = Player{};
+  waits_cache_.fill(-1);
   // Deal 13 consecutive tiles to each seat, dealer first (our fixed convention).
   for (int i = 0; i < 4; ++i) {
     const int seat = (dealer() + i) % 4;
@@ -122,6 +123,7 @@ void Game::draw(bool rinshan) {
   Player& pl = p_[actor_];
   const int t = rinshan ? wall_[kDeadRinshan + kans_total_ - 1] : wall_[draw_pos_++];
   pl.hand.push_back(t);
+  touch(actor_);
   drawn_ = t;
   rinshan_turn_ = rinshan;
   after_call_ = false;
@@ -143,11 +145,19 @@ Counts Game::visible_own_counts(int seat) const {
 }
 
 uint64_t Game::waits(int seat) const {
+  if (waits_cache_[seat] < 0) waits_cache_[seat] = static_cast<int64_t>(waits_of(p_[seat].hand, p_[seat].melds));
+  return static_cast<uint64_t>(waits_cache_[seat]);
+}
+
+uint64_t Game::waits_of(const std::vector<int>& hand, const std::vector<Meld>& melds) {
   // Kinds that complete a 13 - 3m tile hand, excluding a "fifth copy" of a kind the
   // seat itself holds all four of (such a hand is not tenpai).
-  Counts c = concealed_counts(seat);
+  Counts c{};
+  for (int t : hand) ++c[kind_of(t)];
   if (shanten(c) != 0) return 0;
-  const Counts own = visible_own_counts(seat);
+  Counts own = c;
+  for (const Meld& m : melds)
+    for (int t : m.tiles) ++own[kind_of(t)];
   uint64_t w = 0;
   for (int k = 0; k < kNumKinds; ++k) {
     if (own[k] >= 4) continue;
@@ -224,18 +234,15 @@ std::vector<Action> Game::self_actions(int seat) const {
     Counts c = concealed_counts(seat);
     if (complete(c) && try_score(seat, drawn_, true, false).ok) out.push_back({ActionType::Tsumo, drawn_, {-1, -1, -1}});
     const bool closed = std::none_of(pl.melds.begin(), pl.melds.end(), [](const Meld& m) { return m.opened(); });
-    if (!pl.riichi && closed && scores_[seat] >= 1000 && tiles_left() >= 4) {
+    // A 14-tile hand can be tenpai after a discard only if its own shanten is <= 0.
+    if (!pl.riichi && closed && scores_[seat] >= 1000 && tiles_left() >= 4 && shanten(c) <= 0) {
       for (int t : reps) {
         --c[kind_of(t)];
         if (shanten(c) == 0) {
           // Tenpai with a real wait (not only on a fifth copy).
-          Player tmp = pl;
-          remove_tile(tmp.hand, t);
-          Game& self = const_cast<Game&>(*this);
-          std::swap(self.p_[seat], tmp);
-          const bool ok = waits(seat) != 0;
-          std::swap(self.p_[seat], tmp);
-          if (ok) out.push_back({ActionType::Riichi, t, {-1, -1, -1}});
+          std::vector<int> rest = pl.hand;
+          remove_tile(rest, t);
+          if (waits_of(rest, pl.melds) != 0) out.push_back({ActionType::Riichi, t, {-1, -1, -1}});
         }
         ++c[kind_of(t)];
       }
@@ -246,19 +253,15 @@ std::vector<Action> Game::self_actions(int seat) const {
         if (pl.riichi) {
           // Only with the drawn tile, and only if the waits stay the same.
           if (kind_of(drawn_) != k) continue;
-          Game& self = const_cast<Game&>(*this);
-          Player before = pl;
-          remove_tile(before.hand, drawn_);
-          std::swap(self.p_[seat], before);
-          const uint64_t w0 = waits(seat);
-          std::swap(self.p_[seat], before);
-          Player after = pl;
+          std::vector<int> before = pl.hand;
+          remove_tile(before, drawn_);
+          const uint64_t w0 = waits_of(before, pl.melds);
+          std::vector<int> after = pl.hand;
+          std::vector<Meld> after_melds = pl.melds;
           Meld m{MeldType::Ankan, {}};
-          for (int i = 0; i < 4; ++i) remove_tile(after.hand, k * 4 + i), m.tiles.push_back(k * 4 + i);
-          after.melds.push_back(m);
-          std::swap(self.p_[seat], after);
-          const uint64_t w1 = waits(seat);
-          std::swap(self.p_[seat], after);
+          for (int i = 0; i < 4; ++i) remove_tile(after, k * 4 + i), m.tiles.push_back(k * 4 + i);
+          after_melds.push_back(m);
+          const uint64_t w1 = waits_of(after, after_melds);
           if (w0 != w1 || w0 == 0) continue;
         }
         out.push_back({ActionType::Ankan, k * 4, {k * 4 + 1, k * 4 + 2, k * 4 + 3}});
@@ -408,6 +411,7 @@ void Game::step(int seat, const Action& a) {
       Meld m{MeldType::Ankan, {}};
       for (int i = 0; i < 4; ++i) remove_tile(pl.hand, k * 4 + i), m.tiles.push_back(k * 4 + i);
       pl.melds.push_back(m);
+      touch(seat);
       ++pl.kans, ++kans_total_, kan_players_mask_ |= 1 << seat;
       any_call_ = true;
       for (auto& q : p_) q.ippatsu = false;
@@ -427,6 +431,7 @@ void Game::step(int seat, const Action& a) {
       it->type = MeldType::Kakan;
       it->tiles.push_back(a.tile);
       remove_tile(pl.hand, a.tile);
+      touch(seat);
       ++pl.kans, ++kans_total_, kan_players_mask_ |= 1 << seat;
       any_call_ = true;
       for (auto& q : p_) q.ippatsu = false;
@@ -466,6 +471,7 @@ void Game::do_discard(int seat, int tile, bool riichi) {
   }
   const bool tsumogiri = tile == drawn_;
   remove_tile(pl.hand, tile);
+  touch(seat);
   pl.discards.push_back(tile);
   pl.discard_called.push_back(false);
   pl.temp_furiten = false;
@@ -567,6 +573,7 @@ void Game::resolve_claims() {
   const char* name = a.type == ActionType::Chi ? "chi" : a.type == ActionType::Pon ? "pon" : "daiminkan";
   m.type = a.type == ActionType::Chi ? MeldType::Chi : a.type == ActionType::Pon ? MeldType::Pon : MeldType::Daiminkan;
   pl.melds.push_back(m);
+  touch(caller);
   emit(std::string(R"({"type":")") + name + "\",\"actor\":" + std::to_string(caller) + ",\"target\":" +
        std::to_string(from) + ",\"pai\":" + tile_json(a.tile) + ",\"consumed\":" + tiles_json(used) + "}");
   actor_ = caller;

@@ -114,7 +114,9 @@ class Game {
   // Hand analysis.
   Counts concealed_counts(int seat) const;
   Counts visible_own_counts(int seat) const;  // concealed + melds
-  uint64_t waits(int seat) const;              // bitmask of kinds that complete the hand
+  uint64_t waits(int seat) const;              // bitmask of kinds that complete the hand (cached)
+  static uint64_t waits_of(const std::vector<int>& hand, const std::vector<Meld>& melds);
+  void touch(int seat) { waits_cache_[seat] = -1; }  // call whenever a seat's tiles change
   bool furiten(int seat) const;
   WinInput win_input(int seat, int win_tile, bool tsumo, bool chankan) const;
   ScoreResult try_score(int seat, int win_tile, bool tsumo, bool chankan) const;
@@ -155,6 +157,7 @@ class Game {
   std::array<bool, 4> claim_done_{};
   std::array<Action, 4> claim_choice_{};
   int kan_actor_after_claims_ = -1;  // kakan/ankan declarer, continues with rinshan if nobody robs
+  mutable std::array<int64_t, 4> waits_cache_{-1, -1, -1, -1};
   bool record_ = true;
   std::vector<std::string> events_;
   std::vector<WinRecord> wins_;
