@@ -324,6 +324,19 @@ void register_mahjong(nb::module_& parent) {
            "suufon_renda"_a = true, "suucha_riichi"_a = true, "suukaikan"_a = true)
       .def("reset", &Game::reset, "session_seed"_a, "game_index"_a = 0,
            "Start a new game; walls come from (session_seed, game_index, kyoku, honba).")
+      .def("reset_with_walls", [](Game& g, const std::vector<std::vector<int>>& walls) {
+        std::vector<std::array<uint8_t, 136>> ws;
+        for (const auto& w : walls) {
+          if (w.size() != 136) throw nb::value_error("reset_with_walls: each wall has 136 tile ids");
+          std::array<uint8_t, 136> a;
+          for (int i = 0; i < 136; ++i) {
+            if (w[i] < 0 || w[i] >= 136) throw nb::value_error("reset_with_walls: tile ids are in 0..135");
+            a[i] = static_cast<uint8_t>(w[i]);
+          }
+          ws.push_back(a);
+        }
+        rethrow([&] { g.reset_with_walls(std::move(ws)); return 0; });
+      }, "walls"_a, "Start a game whose hands use these walls in order (MJAI replay).")
       .def("pending", &Game::pending, "Seats that must act now.")
       .def("legal_actions", [](const Game& g, int seat) { return rethrow([&] { return g.legal_actions(seat); }); },
            "seat"_a)
@@ -343,7 +356,11 @@ void register_mahjong(nb::module_& parent) {
       .def_prop_ro("dealer", &Game::dealer)
       .def_prop_ro("tiles_left", &Game::tiles_left)
       .def_prop_ro("hands_played", &Game::hands_played)
-      .def("events", [](const Game& g) { return g.events(); }, "MJAI events (JSON strings) so far.")
+      .def("events", [](const Game& g, size_t start) {
+        const auto& ev = g.events();
+        return std::vector<std::string>(ev.begin() + std::min(start, ev.size()), ev.end());
+      }, "start"_a = 0, "MJAI events (JSON strings) so far, from index `start`.")
+      .def_prop_ro("event_count", [](const Game& g) { return g.events().size(); })
       .def("wins", [](const Game& g) {
         nb::list l;
         for (const WinRecord& w : g.wins()) l.append(win_record_to_dict(w));

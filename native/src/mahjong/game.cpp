@@ -65,7 +65,26 @@ std::string Game::tiles_json(std::vector<int> ts) const {
   return s + "]";
 }
 
+void Game::reset_with_walls(std::vector<std::array<uint8_t, 136>> walls) {
+  for (const auto& w : walls) {
+    std::array<bool, 136> seen{};
+    for (uint8_t t : w) {
+      if (t >= 136 || seen[t]) throw std::invalid_argument("reset_with_walls: each wall must be a permutation of 0..135");
+      seen[t] = true;
+    }
+  }
+  forced_walls_ = std::move(walls);
+  forced_next_ = 0;
+  reset_impl(0, 0);
+}
+
 void Game::reset(uint64_t session_seed, uint64_t game_index) {
+  forced_walls_.clear();
+  forced_next_ = 0;
+  reset_impl(session_seed, game_index);
+}
+
+void Game::reset_impl(uint64_t session_seed, uint64_t game_index) {
   seed_ = session_seed;
   game_ = game_index;
   scores_.fill(rules_.start_points);
@@ -90,7 +109,8 @@ std::vector<int> Game::dora_indicators() const {
 }
 
 void Game::start_hand() {
-  wall_ = make_wall(hand_key(seed_, game_, static_cast<uint32_t>(kyoku_), static_cast<uint32_t>(honba_)));
+  if (forced_next_ < forced_walls_.size()) wall_ = forced_walls_[forced_next_++];
+  else wall_ = make_wall(hand_key(seed_, game_, static_cast<uint32_t>(kyoku_), static_cast<uint32_t>(honba_)));
   for (auto& pl : p_) pl = Player{};
   waits_cache_.fill(-1);
   // Deal 13 consecutive tiles to each seat, dealer first (our fixed convention).

@@ -58,6 +58,8 @@ class Game {
  public:
   explicit Game(GameRules rules = GameRules{});
   void reset(uint64_t session_seed, uint64_t game_index);
+  // Replay: hands use these walls in order (then seeded ones again); see mjai.py.
+  void reset_with_walls(std::vector<std::array<uint8_t, 136>> walls);
 
   const GameRules& rules() const { return rules_; }
   bool is_done() const { return phase_ == Phase::GameOver; }
@@ -98,6 +100,7 @@ class Game {
   };
 
   // Hand flow.
+  void reset_impl(uint64_t session_seed, uint64_t game_index);
   void start_hand();
   void draw(bool rinshan);
   void do_discard(int seat, int tile, bool riichi);
@@ -157,6 +160,8 @@ class Game {
   std::array<bool, 4> claim_done_{};
   std::array<Action, 4> claim_choice_{};
   int kan_actor_after_claims_ = -1;  // kakan/ankan declarer, continues with rinshan if nobody robs
+  std::vector<std::array<uint8_t, 136>> forced_walls_;
+  size_t forced_next_ = 0;
   mutable std::array<int64_t, 4> waits_cache_{-1, -1, -1, -1};
   bool record_ = true;
   std::vector<std::string> events_;
