@@ -91,7 +91,7 @@ void Game::reset_impl(uint64_t session_seed, uint64_t game_index) {
   kyoku_ = honba_ = sticks_ = hands_played_ = 0;
   events_.clear();
   wins_.clear();
-  emit(R"({"type":"start_game","names":["p0","p1","p2","p3"],"seed":)" + std::to_string(seed_) +
+  if (record_) emit(R"({"type":"start_game","names":["p0","p1","p2","p3"],"seed":)" + std::to_string(seed_) +
        ",\"game\":" + std::to_string(game_) + "}");
   start_hand();
 }
@@ -129,12 +129,14 @@ void Game::start_hand() {
   riichi_pending_seat_ = -1;
   after_call_ = false;
   rinshan_turn_ = false;
-  std::string ev = R"({"type":"start_kyoku","bakaze":")" + std::string(kWinds[(kyoku_ / 4) % 4]) +
-                   "\",\"dora_marker\":" + tile_json(wall_[kDeadDora]) + ",\"kyoku\":" + std::to_string(kyoku_ % 4 + 1) +
-                   ",\"honba\":" + std::to_string(honba_) + ",\"kyotaku\":" + std::to_string(sticks_) +
-                   ",\"oya\":" + std::to_string(dealer()) + ",\"scores\":" + scores_json() + ",\"tehais\":[";
-  for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + tiles_json(p_[s].hand);
-  emit(ev + "]}");
+  if (record_) {
+    std::string ev = R"({"type":"start_kyoku","bakaze":")" + std::string(kWinds[(kyoku_ / 4) % 4]) +
+                     "\",\"dora_marker\":" + tile_json(wall_[kDeadDora]) + ",\"kyoku\":" + std::to_string(kyoku_ % 4 + 1) +
+                     ",\"honba\":" + std::to_string(honba_) + ",\"kyotaku\":" + std::to_string(sticks_) +
+                     ",\"oya\":" + std::to_string(dealer()) + ",\"scores\":" + scores_json() + ",\"tehais\":[";
+    for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + tiles_json(p_[s].hand);
+    emit(ev + "]}");
+  }
   actor_ = dealer();
   draw(false);
 }
@@ -148,7 +150,7 @@ void Game::draw(bool rinshan) {
   rinshan_turn_ = rinshan;
   after_call_ = false;
   phase_ = Phase::SelfTurn;
-  emit(R"({"type":"tsumo","actor":)" + std::to_string(actor_) + ",\"pai\":" + tile_json(t) + "}");
+  if (record_) emit(R"({"type":"tsumo","actor":)" + std::to_string(actor_) + ",\"pai\":" + tile_json(t) + "}");
 }
 
 Counts Game::concealed_counts(int seat) const {
@@ -252,10 +254,11 @@ std::vector<Action> Game::self_actions(int seat) const {
   }
   if (drew) {
     Counts c = concealed_counts(seat);
-    if (complete(c) && try_score(seat, drawn_, true, false).ok) out.push_back({ActionType::Tsumo, drawn_, {-1, -1, -1}});
+    const int sh14 = shanten(c);
+    if (sh14 == -1 && try_score(seat, drawn_, true, false).ok) out.push_back({ActionType::Tsumo, drawn_, {-1, -1, -1}});
     const bool closed = std::none_of(pl.melds.begin(), pl.melds.end(), [](const Meld& m) { return m.opened(); });
     // A 14-tile hand can be tenpai after a discard only if its own shanten is <= 0.
-    if (!pl.riichi && closed && scores_[seat] >= 1000 && tiles_left() >= 4 && shanten(c) <= 0) {
+    if (!pl.riichi && closed && scores_[seat] >= 1000 && tiles_left() >= 4 && sh14 <= 0) {
       for (int t : reps) {
         --c[kind_of(t)];
         if (shanten(c) == 0) {
@@ -435,7 +438,7 @@ void Game::step(int seat, const Action& a) {
       ++pl.kans, ++kans_total_, kan_players_mask_ |= 1 << seat;
       any_call_ = true;
       for (auto& q : p_) q.ippatsu = false;
-      emit(R"({"type":"ankan","actor":)" + std::to_string(seat) + ",\"consumed\":" + tiles_json(m.tiles) + "}");
+      if (record_) emit(R"({"type":"ankan","actor":)" + std::to_string(seat) + ",\"consumed\":" + tiles_json(m.tiles) + "}");
       while (pending_dora_ > 0) reveal_dora();
       reveal_dora_now();
       claim_tile_ = a.tile, claim_from_ = seat, claim_kind_ = ClaimKind::Ankan;
@@ -455,7 +458,7 @@ void Game::step(int seat, const Action& a) {
       ++pl.kans, ++kans_total_, kan_players_mask_ |= 1 << seat;
       any_call_ = true;
       for (auto& q : p_) q.ippatsu = false;
-      emit(R"({"type":"kakan","actor":)" + std::to_string(seat) + ",\"pai\":" + tile_json(a.tile) +
+      if (record_) emit(R"({"type":"kakan","actor":)" + std::to_string(seat) + ",\"pai\":" + tile_json(a.tile) +
            ",\"consumed\":" + tiles_json(old) + "}");
       while (pending_dora_ > 0) reveal_dora();
       pending_dora_ = 1;
@@ -471,7 +474,7 @@ void Game::step(int seat, const Action& a) {
 
 void Game::reveal_dora_now() {
   ++dora_shown_;
-  emit(R"({"type":"dora","dora_marker":)" + tile_json(wall_[kDeadDora + dora_shown_ - 1]) + "}");
+  if (record_) emit(R"({"type":"dora","dora_marker":)" + tile_json(wall_[kDeadDora + dora_shown_ - 1]) + "}");
 }
 
 void Game::reveal_dora() {
@@ -483,7 +486,7 @@ void Game::do_discard(int seat, int tile, bool riichi) {
   Player& pl = p_[seat];
   if (pl.riichi) pl.ippatsu = false;  // the first discard after riichi ends the ippatsu window
   if (riichi) {
-    emit(R"({"type":"reach","actor":)" + std::to_string(seat) + "}");
+    if (record_) emit(R"({"type":"reach","actor":)" + std::to_string(seat) + "}");
     pl.double_riichi = !any_call_ && pl.discards.empty();
     pl.riichi = true;
     pl.ippatsu = true;
@@ -499,7 +502,7 @@ void Game::do_discard(int seat, int tile, bool riichi) {
   drawn_ = -1;
   after_call_ = false;
   ++turns_;
-  emit(R"({"type":"dahai","actor":)" + std::to_string(seat) + ",\"pai\":" + tile_json(tile) +
+  if (record_) emit(R"({"type":"dahai","actor":)" + std::to_string(seat) + ",\"pai\":" + tile_json(tile) +
        ",\"tsumogiri\":" + (tsumogiri ? "true" : "false") + "}");
   while (pending_dora_ > 0) reveal_dora();
   claim_tile_ = tile, claim_from_ = seat, claim_kind_ = ClaimKind::Discard;
@@ -557,7 +560,7 @@ void Game::resolve_claims() {
     ++riichi_declared_;
     std::string deltas = "[";
     for (int i = 0; i < 4; ++i) deltas += std::string(i ? "," : "") + (i == s ? "-1000" : "0");
-    emit(R"({"type":"reach_accepted","actor":)" + std::to_string(s) + ",\"deltas\":" + deltas + "],\"scores\":" +
+    if (record_) emit(R"({"type":"reach_accepted","actor":)" + std::to_string(s) + ",\"deltas\":" + deltas + "],\"scores\":" +
          scores_json() + "}");
     if (rules_.suucha_riichi && riichi_declared_ == 4) {
       end_hand_draw("suuchariichi", false);
@@ -594,7 +597,7 @@ void Game::resolve_claims() {
   m.type = a.type == ActionType::Chi ? MeldType::Chi : a.type == ActionType::Pon ? MeldType::Pon : MeldType::Daiminkan;
   pl.melds.push_back(m);
   touch(caller);
-  emit(std::string(R"({"type":")") + name + "\",\"actor\":" + std::to_string(caller) + ",\"target\":" +
+  if (record_) emit(std::string(R"({"type":")") + name + "\",\"actor\":" + std::to_string(caller) + ",\"target\":" +
        std::to_string(from) + ",\"pai\":" + tile_json(a.tile) + ",\"consumed\":" + tiles_json(used) + "}");
   actor_ = caller;
   if (a.type == ActionType::Daiminkan) {
@@ -655,25 +658,27 @@ void Game::end_hand_win(const std::vector<int>& winners, int loser, int win_tile
     rec.deltas = score_deltas(rec.result, w, loser, dealer());
     for (int s = 0; s < 4; ++s) scores_[s] += rec.deltas[s], total[s] += rec.deltas[s];
     dealer_won |= w == dealer();
-    std::string yakus = "[";
-    for (size_t j = 0; j < rec.result.yaku.size(); ++j)
-      yakus += (j ? ",[" : "[") + jstr(yaku_name(rec.result.yaku[j].first)) + "," + std::to_string(rec.result.yaku[j].second) + "]";
-    auto add = [&](const char* n, int v) {
-      if (v) yakus += std::string(yakus.size() > 1 ? "," : "") + "[" + jstr(n) + "," + std::to_string(v) + "]";
-    };
-    add("dora", rec.result.dora), add("aka_dora", rec.result.aka), add("ura_dora", rec.result.ura);
-    std::string deltas = "[";
-    for (int s = 0; s < 4; ++s) deltas += (s ? "," : "") + std::to_string(rec.deltas[s]);
-    std::vector<int> hora_hand = p_[w].hand;
-    std::string ev = R"({"type":"hora","actor":)" + std::to_string(w) + ",\"target\":" +
-                     std::to_string(loser < 0 ? w : loser) + ",\"pai\":" + tile_json(win_tile) +
-                     ",\"uradora_markers\":" + (rec.input.riichi ? tiles_json(rec.input.ura_indicators) : "[]") +
-                     ",\"hora_tehais\":" + tiles_json(hora_hand) + ",\"yakus\":" + yakus + "],\"fu\":" +
-                     std::to_string(rec.result.fu) + ",\"fan\":" + std::to_string(rec.result.han) +
-                     ",\"hora_points\":" + std::to_string(rec.result.pay.total - rec.result.pay.kyoutaku_bonus -
-                                                          (rec.result.pay.main_bonus + 2 * rec.result.pay.additional_bonus)) +
-                     ",\"deltas\":" + deltas + "],\"scores\":" + scores_json() + "}";
-    emit(ev);
+    if (record_) {
+      std::string yakus = "[";
+      for (size_t j = 0; j < rec.result.yaku.size(); ++j)
+        yakus += (j ? ",[" : "[") + jstr(yaku_name(rec.result.yaku[j].first)) + "," + std::to_string(rec.result.yaku[j].second) + "]";
+      auto add = [&](const char* n, int v) {
+        if (v) yakus += std::string(yakus.size() > 1 ? "," : "") + "[" + jstr(n) + "," + std::to_string(v) + "]";
+      };
+      add("dora", rec.result.dora), add("aka_dora", rec.result.aka), add("ura_dora", rec.result.ura);
+      std::string deltas = "[";
+      for (int s = 0; s < 4; ++s) deltas += (s ? "," : "") + std::to_string(rec.deltas[s]);
+      std::vector<int> hora_hand = p_[w].hand;
+      std::string ev = R"({"type":"hora","actor":)" + std::to_string(w) + ",\"target\":" +
+                       std::to_string(loser < 0 ? w : loser) + ",\"pai\":" + tile_json(win_tile) +
+                       ",\"uradora_markers\":" + (rec.input.riichi ? tiles_json(rec.input.ura_indicators) : "[]") +
+                       ",\"hora_tehais\":" + tiles_json(hora_hand) + ",\"yakus\":" + yakus + "],\"fu\":" +
+                       std::to_string(rec.result.fu) + ",\"fan\":" + std::to_string(rec.result.han) +
+                       ",\"hora_points\":" + std::to_string(rec.result.pay.total - rec.result.pay.kyoutaku_bonus -
+                                                            (rec.result.pay.main_bonus + 2 * rec.result.pay.additional_bonus)) +
+                       ",\"deltas\":" + deltas + "],\"scores\":" + scores_json() + "}";
+      emit(ev);
+    }
     wins_.push_back(std::move(rec));
   }
   sticks_ = 0;
@@ -712,18 +717,20 @@ void Game::end_hand_draw(const char* reason, bool exhaustive) {
     renchan = tenpai[dealer()];
   }
   for (int s = 0; s < 4; ++s) scores_[s] += d[s];
-  std::string ev = R"({"type":"ryukyoku","reason":")" + std::string(reason) + "\",\"tenpais\":[";
-  for (int s = 0; s < 4; ++s) ev += std::string(s ? "," : "") + (tenpai[s] ? "true" : "false");
-  ev += "],\"tehais\":[";
-  for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + tiles_json(p_[s].hand);
-  ev += "],\"deltas\":[";
-  for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + std::to_string(d[s]);
-  emit(ev + "],\"scores\":" + scores_json() + "}");
+  if (record_) {
+    std::string ev = R"({"type":"ryukyoku","reason":")" + std::string(reason) + "\",\"tenpais\":[";
+    for (int s = 0; s < 4; ++s) ev += std::string(s ? "," : "") + (tenpai[s] ? "true" : "false");
+    ev += "],\"tehais\":[";
+    for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + tiles_json(p_[s].hand);
+    ev += "],\"deltas\":[";
+    for (int s = 0; s < 4; ++s) ev += (s ? "," : "") + std::to_string(d[s]);
+    emit(ev + "],\"scores\":" + scores_json() + "}");
+  }
   next_hand(renchan, true);
 }
 
 void Game::next_hand(bool renchan, bool honba_up) {
-  emit(R"({"type":"end_kyoku"})");
+  if (record_) emit(R"({"type":"end_kyoku"})");
   ++hands_played_;
   if (rules_.bust_ends && std::any_of(scores_.begin(), scores_.end(), [](int s) { return s < 0; })) {
     finish_game();
@@ -756,7 +763,7 @@ void Game::finish_game() {
   scores_[top] += 1000 * sticks_;
   sticks_ = 0;
   phase_ = Phase::GameOver;
-  emit(R"({"type":"end_game","scores":)" + scores_json() + "}");
+  if (record_) emit(R"({"type":"end_game","scores":)" + scores_json() + "}");
 }
 
 }  // namespace meeple::mj
