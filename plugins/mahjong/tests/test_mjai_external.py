@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from meeple_mahjong import selfplay
+from meeple_mahjong import legal_dump, selfplay
 
 CHECKER = Path(__file__).resolve().parents[1] / "tools" / "mjai_check.py"
 
@@ -66,3 +66,20 @@ def test_engine_logs_pass_mjai_state_tracker(tmp_path_factory, tmp_path):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "30/30 logs accepted" in out.stdout
+
+
+@pytest.mark.slow
+def test_legal_actions_match_mjai_state_tracker(tmp_path_factory, tmp_path):
+    # Per decision, the kinds of action we offer (discard, riichi, tsumo, ron, chi low/mid/
+    # high, pon, daiminkan, ankan, kakan, nine terminals) equal libriichi's candidates.
+    py = _mjai_python(tmp_path_factory)
+    logs = legal_dump.dump(tmp_path / "d", 20, seed=31)
+    logs += legal_dump.dump(tmp_path / "e", 6, seed=32, east_only=True, red_fives=False)
+    out = subprocess.run(
+        [py, CHECKER, "--legal", *map(str, logs)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUST_BACKTRACE": "0"},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "26/26 logs accepted" in out.stdout
