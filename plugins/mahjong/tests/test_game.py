@@ -125,3 +125,82 @@ def test_python_loop_plays_a_full_game():
         g.step(seat, rng.choice(g.legal_actions(seat)))
         steps += 1
     assert steps > 100 and g.hands_played >= 4 and sum(g.scores) == 100000
+
+
+def _check_flow(events: list[dict], east_only: bool) -> Counter:
+    """An independent reading of the hand-to-hand rules, applied to one game's events."""
+    seen = Counter()
+    last_kyoku = 3 if east_only else 7
+    starts = [i for i, e in enumerate(events) if e["type"] == "start_kyoku"]
+    for n, i in enumerate(starts):
+        start = events[i]
+        end = starts[n + 1] if n + 1 < len(starts) else len(events)
+        hand = events[i:end]
+        index = "ESWN".index(start["bakaze"]) * 4 + start["kyoku"] - 1
+        assert start["oya"] == index % 4
+        results = [e for e in hand if e["type"] in ("hora", "ryukyoku")]
+        assert results, "every hand ends in a win or a draw"
+        for e in results:
+            assert sum(e["deltas"]) == (
+                1000 * start["kyotaku"]
+                + 1000 * sum(1 for r in hand if r["type"] == "reach_accepted")
+                if e["type"] == "hora" and e is results[0]
+                else 0
+            )
+        draw = results[0] if results[0]["type"] == "ryukyoku" else None
+        if draw and draw["reason"] == "fanpai":
+            n_tenpai = sum(draw["tenpais"])
+            expect = [0, 0, 0, 0]
+            if 0 < n_tenpai < 4:
+                expect = [
+                    3000 // n_tenpai if t else -3000 // (4 - n_tenpai) for t in draw["tenpais"]
+                ]
+            assert draw["deltas"] == expect, draw
+            seen["tenpai_payments"] += 0 < n_tenpai < 4
+        if draw and draw["reason"] == "nagashimangan":
+            seen["nagashi"] += 1
+        dealer_kept = any(e["type"] == "hora" and e["actor"] == start["oya"] for e in results) or (
+            draw is not None
+            and (
+                draw["reason"] != "fanpai"
+                and draw["reason"] != "nagashimangan"
+                or draw["tenpais"][start["oya"]]
+            )
+        )
+        if n + 1 < len(starts):
+            nxt = events[starts[n + 1]]
+            nxt_index = "ESWN".index(nxt["bakaze"]) * 4 + nxt["kyoku"] - 1
+            assert nxt_index == index + (0 if dealer_kept else 1), (start, results, nxt)
+            assert nxt["honba"] == (start["honba"] + 1 if dealer_kept or draw else 0)
+            assert nxt["kyotaku"] == (
+                0
+                if not draw
+                else start["kyotaku"] + sum(1 for r in hand if r["type"] == "reach_accepted")
+            )
+            seen["renchan"] += dealer_kept
+        else:
+            final = events[-1]["scores"]
+            pre = results[-1]["scores"]
+            bust = min(pre) < 0
+            top = max(range(4), key=lambda s: (pre[s], -s))
+            ended_at_all_last = index >= last_kyoku and (
+                (not dealer_kept and (max(pre) >= 30000 or index + 1 > last_kyoku + 4))
+                or (dealer_kept and top == start["oya"] and pre[top] >= 30000)
+            )
+            assert bust or ended_at_all_last, (start, results)
+            assert sum(final) == 100000
+            seen["bust" if bust else "normal_end"] += 1
+    return seen
+
+
+def test_hand_to_hand_flow_follows_the_rules():
+    seen = Counter()
+    for east_only in (False, True):
+        for g in _play(80, True, 17, east_only=east_only):
+            seen += _check_flow([json.loads(e) for e in g.events()], east_only)
+    assert (
+        seen["tenpai_payments"] > 50
+        and seen["renchan"] > 50
+        and seen["normal_end"] > 50
+        and seen["bust"] > 0
+    ), seen
