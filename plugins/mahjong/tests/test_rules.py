@@ -55,3 +55,76 @@ def test_four_identical_winds_abort_the_hand():
     # Dealer keeps the deal with one more honba.
     nxt = [e for e in events if e["type"] == "start_kyoku"][1]
     assert (nxt["oya"], nxt["honba"]) == (0, 1)
+
+
+def _deal(hands: list[str], draws: list[str]) -> list[int]:
+    """A wall dealing `hands` (seat 0 = dealer first) and then the live draws `draws`."""
+    fixed = {}
+    for seat, hand in enumerate(hands):
+        counts = mj.parse_counts(hand)
+        kinds = [k for k in range(34) for _ in range(counts[k])]
+        assert len(kinds) == 13, hand
+        fixed.update({13 * seat + j: k for j, k in enumerate(kinds)})
+    for j, t in enumerate(draws):
+        fixed[52 + j] = mj.mjai_to_kind(t)
+    return _wall(fixed)
+
+
+# Seats 1-3 each wait on 5p alone (tanki, tanyao); the dealer discards 5p at once.
+_THREE_WAIT = [
+    "19m19s1234567z77z5p",
+    "234m456m678s678p5p",
+    "345s456s777m222p5p",
+    "678m456s222s333p5p",
+]
+
+
+def _first_discard_5p(**rules) -> list[dict]:
+    hands = list(_THREE_WAIT)
+    hands[0] = "19m19s123456z77z5p"  # 13 tiles: junk + the 5p
+    g = mj.Game(**rules)
+    g.reset_with_walls([_deal(hands, ["9p"])])
+    g.step(
+        0,
+        next(
+            a for a in g.legal_actions(0) if a.type == "discard" and mj.tile_to_mjai(a.tile) == "5p"
+        ),
+    )
+    for seat in g.pending():
+        g.step(seat, next(a for a in g.legal_actions(seat) if a.type == "ron"))
+    return [json.loads(e) for e in g.events()]
+
+
+def test_triple_ron_aborts_or_pays_or_head_bumps():
+    events = _first_discard_5p()
+    assert [e["reason"] for e in events if e["type"] == "ryukyoku"][:1] == ["sanchaho"]
+    events = _first_discard_5p(triple_ron_abort=False)
+    winners = [e["actor"] for e in events if e["type"] == "hora"][:3]
+    assert winners == [1, 2, 3]
+    events = _first_discard_5p(double_ron=False, triple_ron_abort=False)
+    horas = [e for e in events if e["type"] == "hora"]
+    assert horas[0]["actor"] == 1 and (len(horas) == 1 or horas[1]["type"] != "hora")
+    assert [e["type"] for e in events].count("hora") == 1 or events[events.index(horas[0]) + 1][
+        "type"
+    ] != "hora"
+
+
+def test_four_riichi_abort_keeps_the_sticks_on_the_table():
+    hands = ["123m456m789m11p23p", "123s456s789s11m23s", "456p789p999s55m67m", "234s567s888p33m45m"]
+    g = mj.Game()
+    g.reset_with_walls([_deal(hands, ["E", "S", "W", "N"])])
+    for seat, wind in enumerate("ESWN"):
+        assert g.pending() == [seat]
+        riichi = [
+            a
+            for a in g.legal_actions(seat)
+            if a.type == "riichi" and mj.tile_to_mjai(a.tile) == wind
+        ]
+        assert riichi, (seat, g.legal_actions(seat))
+        g.step(seat, riichi[0])
+    events = [json.loads(e) for e in g.events()]
+    assert sum(e["type"] == "reach_accepted" for e in events) == 4
+    draw = next(e for e in events if e["type"] == "ryukyoku")
+    assert draw["reason"] == "suuchariichi" and draw["scores"] == [24000] * 4
+    nxt = [e for e in events if e["type"] == "start_kyoku"][1]
+    assert (nxt["oya"], nxt["honba"], nxt["kyotaku"]) == (0, 1, 4)
