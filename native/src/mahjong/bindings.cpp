@@ -112,6 +112,7 @@ nb::dict win_record_to_dict(const WinRecord& w) {
   d["flags"] = flags;
   d["result"] = result_to_dict(w.result);
   d["deltas"] = w.deltas;
+  d["pao"] = w.pao;
   return d;
 }
 
@@ -126,7 +127,7 @@ ActionType parse_action_type(const std::string& s) {
 GameRules make_rules(bool red_fives, bool open_tanyao, bool double_yakuman, bool kazoe_yakuman, bool kiriage,
                      bool east_only, int start_points, int return_points, bool agari_yame, bool bust_ends,
                      bool double_ron, bool triple_ron_abort, bool nagashi_mangan, bool kyuushu_kyuuhai,
-                     bool suufon_renda, bool suucha_riichi, bool suukaikan) {
+                     bool suufon_renda, bool suucha_riichi, bool suukaikan, bool pao) {
   GameRules r;
   r.scoring.red_fives = red_fives, r.scoring.open_tanyao = open_tanyao, r.scoring.double_yakuman = double_yakuman;
   r.scoring.kazoe_yakuman = kazoe_yakuman, r.scoring.kiriage = kiriage;
@@ -134,6 +135,7 @@ GameRules make_rules(bool red_fives, bool open_tanyao, bool double_yakuman, bool
   r.agari_yame = agari_yame, r.bust_ends = bust_ends, r.double_ron = double_ron;
   r.triple_ron_abort = triple_ron_abort, r.nagashi_mangan = nagashi_mangan, r.kyuushu_kyuuhai = kyuushu_kyuuhai;
   r.suufon_renda = suufon_renda, r.suucha_riichi = suucha_riichi, r.suukaikan = suukaikan;
+  r.pao = pao;
   return r;
 }
 
@@ -312,16 +314,16 @@ void register_mahjong(nb::module_& parent) {
            [](Game* g, bool red_fives, bool open_tanyao, bool double_yakuman, bool kazoe_yakuman, bool kiriage,
               bool east_only, int start_points, int return_points, bool agari_yame, bool bust_ends, bool double_ron,
               bool triple_ron_abort, bool nagashi_mangan, bool kyuushu_kyuuhai, bool suufon_renda, bool suucha_riichi,
-              bool suukaikan) {
+              bool suukaikan, bool pao) {
              new (g) Game(make_rules(red_fives, open_tanyao, double_yakuman, kazoe_yakuman, kiriage, east_only,
                                      start_points, return_points, agari_yame, bust_ends, double_ron, triple_ron_abort,
-                                     nagashi_mangan, kyuushu_kyuuhai, suufon_renda, suucha_riichi, suukaikan));
+                                     nagashi_mangan, kyuushu_kyuuhai, suufon_renda, suucha_riichi, suukaikan, pao));
            },
            nb::kw_only(), "red_fives"_a = true, "open_tanyao"_a = true, "double_yakuman"_a = true,
            "kazoe_yakuman"_a = true, "kiriage"_a = false, "east_only"_a = false, "start_points"_a = 25000,
            "return_points"_a = 30000, "agari_yame"_a = true, "bust_ends"_a = true, "double_ron"_a = true,
            "triple_ron_abort"_a = true, "nagashi_mangan"_a = true, "kyuushu_kyuuhai"_a = true,
-           "suufon_renda"_a = true, "suucha_riichi"_a = true, "suukaikan"_a = true)
+           "suufon_renda"_a = true, "suucha_riichi"_a = true, "suukaikan"_a = true, "pao"_a = true)
       .def("reset", &Game::reset, "session_seed"_a, "game_index"_a = 0,
            "Start a new game; walls come from (session_seed, game_index, kyoku, honba).")
       .def("reset_with_walls", [](Game& g, const std::vector<std::vector<int>>& walls) {

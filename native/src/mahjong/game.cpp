@@ -600,6 +600,18 @@ void Game::resolve_claims() {
   if (record_) emit(std::string(R"({"type":")") + name + "\",\"actor\":" + std::to_string(caller) + ",\"target\":" +
        std::to_string(from) + ",\"pai\":" + tile_json(a.tile) + ",\"consumed\":" + tiles_json(used) + "}");
   actor_ = caller;
+  if (a.type != ActionType::Chi && is_honor(k) && pl.pao_from < 0) {
+    // The call that completes the third dragon set / fourth wind set makes its discarder liable.
+    int dragons = 0, winds = 0;
+    for (const Meld& md : pl.melds) {
+      if (md.type == MeldType::Chi) continue;
+      const int mk = kind_of(md.tiles[0]);
+      dragons += mk >= kHaku;
+      winds += mk >= kEast && mk < kHaku;
+    }
+    if (k >= kHaku && dragons == 3) pl.pao_from = from, pl.pao_yaku = kDaisangen;
+    if (k < kHaku && winds == 4) pl.pao_from = from, pl.pao_yaku = kDaisuushi;
+  }
   if (a.type == ActionType::Daiminkan) {
     ++pl.kans, ++kans_total_, kan_players_mask_ |= 1 << caller;
     while (pending_dora_ > 0) reveal_dora();
@@ -656,6 +668,7 @@ void Game::end_hand_win(const std::vector<int>& winners, int loser, int win_tile
     rec.result = score_hand(rec.input, rules_.scoring);
     if (!rec.result.ok) throw std::logic_error("mahjong engine: a legal win failed to score: " + rec.result.error);
     rec.deltas = score_deltas(rec.result, w, loser, dealer());
+    if (rules_.pao) apply_pao(rec);
     for (int s = 0; s < 4; ++s) scores_[s] += rec.deltas[s], total[s] += rec.deltas[s];
     dealer_won |= w == dealer();
     if (record_) {
@@ -683,6 +696,41 @@ void Game::end_hand_win(const std::vector<int>& winners, int loser, int win_tile
   }
   sticks_ = 0;
   next_hand(dealer_won, dealer_won);
+}
+
+void Game::apply_pao(WinRecord& rec) const {
+  // Tenhou: the liable seat pays the whole pao yakuman on a tsumo (with the honba), and
+  // half of it on another seat's deal-in (the discarder pays the other half, the rest of
+  // the hand and the honba). Other yakuman in the hand are paid as usual.
+  const Player& pl = p_[rec.winner];
+  const int liable = pl.pao_from;
+  if (liable < 0 || liable == rec.winner || !rec.result.yakuman) return;
+  int han_p = 0;
+  for (auto [y, h] : rec.result.yaku)
+    if (y == pl.pao_yaku) han_p = h;
+  if (han_p == 0 || liable == rec.loser) return;
+  const int w = rec.winner;
+  const bool dealer_win = w == dealer();
+  const int unit = dealer_win ? 48000 : 32000;  // ron value of one yakuman (13 han)
+  const int pao_value = unit * (han_p / 13);
+  const int rest = rec.result.han - han_p;
+  const int honba = rec.input.honba;
+  std::array<int, 4> d{};
+  auto pay = [&](int from, int amount) { d[from] -= amount, d[w] += amount; };
+  if (rec.loser < 0) {
+    if (rest > 0) {
+      const Payment pr = compute_payment(rest, 0, true, dealer_win, true, 0, 0, rules_.scoring);
+      for (int s = 0; s < 4; ++s)
+        if (s != w) pay(s, (s == dealer() && !dealer_win) ? pr.main : pr.additional);
+    }
+    pay(liable, pao_value + 300 * honba);
+  } else {
+    pay(liable, pao_value / 2);
+    pay(rec.loser, pao_value / 2 + unit * (rest / 13) + 300 * honba);
+  }
+  d[w] += rec.result.pay.kyoutaku_bonus;
+  rec.deltas = d;
+  rec.pao = liable;
 }
 
 void Game::end_hand_draw(const char* reason, bool exhaustive) {

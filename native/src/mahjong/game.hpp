@@ -30,6 +30,7 @@ struct GameRules {
   bool double_ron = true;        // else head-bump: only the first claimant after the discarder wins
   bool triple_ron_abort = true;  // three rons = abortive draw
   bool nagashi_mangan = true;
+  bool pao = true;               // liability for big three dragons / big four winds
   bool kyuushu_kyuuhai = true, suufon_renda = true, suucha_riichi = true, suukaikan = true;
 };
 
@@ -50,6 +51,7 @@ struct WinRecord {
   WinInput input;
   ScoreResult result;
   std::array<int, 4> deltas{};
+  int pao = -1;  // seat liable (pao) for this win, -1 none
 };
 
 enum class Phase : uint8_t { SelfTurn, Claims, GameOver };
@@ -97,6 +99,8 @@ class Game {
     bool called_ever = false;     // made a call (for nagashi: also discards claimed)
     uint64_t kuikae = 0;          // kinds that may not be discarded right after a call
     int kans = 0;
+    int pao_from = -1;            // seat that fed the third dragon / fourth wind set
+    int pao_yaku = -1;            // kDaisangen or kDaisuushi
   };
 
   // Hand flow.
@@ -108,6 +112,7 @@ class Game {
   void resolve_claims();
   void after_discard_passes();
   void end_hand_win(const std::vector<int>& winners, int loser, int win_tile, bool chankan);
+  void apply_pao(WinRecord& rec) const;
   void end_hand_draw(const char* reason, bool exhaustive);
   void next_hand(bool renchan, bool honba_up);
   void finish_game();

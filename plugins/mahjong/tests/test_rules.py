@@ -128,3 +128,61 @@ def test_four_riichi_abort_keeps_the_sticks_on_the_table():
     assert draw["reason"] == "suuchariichi" and draw["scores"] == [24000] * 4
     nxt = [e for e in events if e["type"] == "start_kyoku"][1]
     assert (nxt["oya"], nxt["honba"], nxt["kyotaku"]) == (0, 1, 4)
+
+
+def _pao_game(nine_pin_at: int, **rules):
+    """Seat 1 pons the dealer's three dragons (the dealer is liable), then waits on 9p alone."""
+    hands = [
+        "19m19s1234z567z28s",
+        "234m567p9p567z567z",
+        "1m1p2p3p4p5p6p7p8p2s3s4s5s",
+        "6s7s8s9s2m3m4m5m6m7m8m1p1p",
+    ]
+    wall = _deal(hands, [])
+    # Put a 9p at `nine_pin_at` by swapping it with whatever is there.
+    pos = next(i for i in range(52, 136) if wall[i] // 4 == 17)
+    wall[pos], wall[nine_pin_at] = wall[nine_pin_at], wall[pos]
+    g = mj.Game(**rules)
+    g.reset_with_walls([wall])
+    plan_1 = iter(["5p", "6p", "7p"])
+    while g.hands_played == 0:
+        seat = g.pending()[0]
+        legal = g.legal_actions(seat)
+        kinds = {a.type: a for a in legal}
+        last = json.loads(g.events(g.event_count - 1)[0])
+        if "ron" in kinds or "tsumo" in kinds:
+            a = kinds.get("ron") or kinds["tsumo"]
+        elif seat == 1 and "pon" in kinds:
+            a = kinds["pon"]
+        elif seat == 1 and last["type"] == "pon":
+            want = next(plan_1)
+            a = next(x for x in legal if x.type == "discard" and mj.tile_to_mjai(x.tile) == want)
+        elif seat == 0 and any(
+            x.type == "discard" and mj.tile_to_mjai(x.tile) in "PFC" for x in legal
+        ):
+            a = next(x for x in legal if x.type == "discard" and mj.tile_to_mjai(x.tile) in "PFC")
+        elif "pass" in kinds:
+            a = kinds["pass"]
+        else:
+            a = next(
+                x for x in legal if x.type == "discard" and mj.tile_to_mjai(x.tile) == last["pai"]
+            )
+        g.step(seat, a)
+    (win,) = g.wins()
+    return win
+
+
+def test_pao_for_big_three_dragons():
+    from meeple_mahjong.peers import peer_deltas
+
+    tsumo = _pao_game(62)  # seat 1 draws the 9p
+    assert (tsumo["loser"], tsumo["pao"]) == (-1, 0) and tsumo["deltas"] == [-32000, 32000, 0, 0]
+    ron = _pao_game(63)  # seat 2 draws and discards it
+    assert (ron["loser"], ron["pao"]) == (2, 0) and ron["deltas"] == [-16000, 32000, -16000, 0]
+    liable_deals_in = _pao_game(61)  # the liable dealer discards it: an ordinary ron
+    assert liable_deals_in["pao"] == -1 and liable_deals_in["deltas"] == [-32000, 32000, 0, 0]
+    plain = _pao_game(62, pao=False)
+    assert plain["pao"] == -1 and plain["deltas"] == [-16000, 32000, -8000, -8000]
+    for win in (tsumo, ron, liable_deals_in, plain):
+        peer, deltas = peer_deltas(win)
+        assert "daisangen" in peer["yaku"] and deltas == list(win["deltas"])

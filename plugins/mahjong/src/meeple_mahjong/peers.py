@@ -139,4 +139,41 @@ def peer_deltas(win: dict, red_fives: bool = True) -> tuple[dict, list[int]]:
                 deltas[seat] -= pay
                 deltas[winner] += pay
     deltas[winner] += kyoutaku
+    liable = win.get("pao", -1)
+    if liable >= 0:
+        deltas = _pao_deltas(win, peer, liable, dealer)
     return peer, deltas
+
+
+def _pao_deltas(win: dict, peer: dict, liable: int, dealer: int) -> list[int]:
+    """Tenhou's pao split of the package's yakuman value (the split is our reading of the rule;
+    the amounts come from the package)."""
+    main, main_bonus, additional, additional_bonus, kyoutaku, total = peer["pay"]
+    winner, loser = win["winner"], win["loser"]
+    honba = win["flags"]["honba"]
+    pao_yaku, han_p = next(
+        (y, h) for y, h in win["result"]["yaku"] if y in ("daisangen", "daisuushi")
+    )
+    if pao_yaku not in peer["yaku"]:
+        return [0, 0, 0, 0]  # the package does not see the pao yakuman: report a mismatch
+    unit = 48000 if winner == dealer else 32000
+    pao_value = unit * han_p // 13
+    rest_value = (total - kyoutaku - 300 * honba) - pao_value  # the rest of the hand, no honba
+    d = [0, 0, 0, 0]
+
+    def pay(seat: int, amount: int) -> None:
+        d[seat] -= amount
+        d[winner] += amount
+
+    if loser < 0:
+        if rest_value:
+            for seat in range(4):
+                if seat != winner:
+                    share = 2 if seat == dealer or winner == dealer else 1
+                    pay(seat, rest_value * share // (6 if winner == dealer else 4))
+        pay(liable, pao_value + 300 * honba)
+    else:
+        pay(liable, pao_value // 2)
+        pay(loser, pao_value // 2 + rest_value + 300 * honba)
+    d[winner] += kyoutaku
+    return d
