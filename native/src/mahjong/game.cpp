@@ -586,7 +586,6 @@ void Game::resolve_claims() {
   Player& pl = p_[caller];
   p_[from].discard_called.back() = true;
   any_call_ = true;
-  pl.called_ever = true;
   for (auto& q : p_) q.ippatsu = false;
   Meld m;
   m.tiles.push_back(a.tile);
@@ -656,7 +655,6 @@ void Game::after_discard_passes() {
 }
 
 void Game::end_hand_win(const std::vector<int>& winners, int loser, int win_tile, bool chankan) {
-  std::array<int, 4> total{};
   bool dealer_won = false;
   for (size_t i = 0; i < winners.size(); ++i) {
     const int w = winners[i];
@@ -669,7 +667,7 @@ void Game::end_hand_win(const std::vector<int>& winners, int loser, int win_tile
     if (!rec.result.ok) throw std::logic_error("mahjong engine: a legal win failed to score: " + rec.result.error);
     rec.deltas = score_deltas(rec.result, w, loser, dealer());
     if (rules_.pao) apply_pao(rec);
-    for (int s = 0; s < 4; ++s) scores_[s] += rec.deltas[s], total[s] += rec.deltas[s];
+    for (int s = 0; s < 4; ++s) scores_[s] += rec.deltas[s];
     dealer_won |= w == dealer();
     if (record_) {
       std::string yakus = "[";

@@ -96,7 +96,6 @@ class Game {
     std::vector<bool> discard_called;
     bool riichi = false, double_riichi = false, ippatsu = false;
     bool temp_furiten = false, riichi_furiten = false;
-    bool called_ever = false;     // made a call (for nagashi: also discards claimed)
     uint64_t kuikae = 0;          // kinds that may not be discarded right after a call
     int kans = 0;
     int pao_from = -1;            // seat that fed the third dragon / fourth wind set
