@@ -103,3 +103,36 @@ def test_selfplay_and_validate_cli(tmp_path, capsys):
     assert "line 4: malformed JSON" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         selfplay.main(["--games", "0", "--out", str(out)])
+
+
+def test_mutated_logs_are_reported_never_raised():
+    # Truncated lines, dropped events and fields set to junk: replay always returns a report,
+    # a failing one carries a line number, and none is an internal error.
+    import random
+
+    base = _game(seed=1).events()
+    rng = random.Random(0)
+    junk = [None, -1, 4, 7, "5mr", "?", "X", [], ["1m"] * 14, "reach", 1e9, {"a": 1}]
+    failures = 0
+    for _ in range(200):
+        ev = list(base)
+        i = rng.randrange(len(ev))
+        r = rng.random()
+        if r < 0.3:
+            ev[i] = ev[i][: rng.randrange(len(ev[i]))]
+        elif r < 0.5:
+            del ev[i]
+        else:
+            d = json.loads(ev[i])
+            d[
+                rng.choice(
+                    ["actor", "target", "pai", "consumed", "tehais", "oya", "deltas", "scores"]
+                )
+            ] = rng.choice(junk)
+            ev[i] = json.dumps(d)
+        report = mjai.replay(ev)
+        assert not report.message.startswith("internal error"), report.message
+        if not report.ok:
+            failures += 1
+            assert report.line is not None and 1 <= report.line <= len(ev)
+    assert failures > 100  # the rest set fields an event does not have (ignored)
