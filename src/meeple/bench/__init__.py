@@ -7,6 +7,10 @@ from __future__ import annotations
 
 # name -> (module with ``main(argv)``, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
+    "mahjong": (
+        "meeple.bench.mahjong",
+        "riichi mahjong engine: games/hour and decisions/s vs pymahjong and riichienv (random play)",
+    ),
     "ppo": (
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
