@@ -11,4 +11,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
     ),
+    "pixels": (
+        "meeple.bench.pixels",
+        "packed-frame pipeline: env step+render (Warp vs torch), LUT unpack vs copy, diff-LUT reward, "
+        "sync vs async PPO",
+    ),
 }
+BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias

@@ -13,6 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from meeple.checkpoint.session import start_checkpointing
+from meeple.cli.packed import build_packed_run
 from meeple.config.schema import check_accelerator, validate
 from meeple.data.rollout import RolloutDataModule
 from meeple.envs.factory import env_snapshots, make_env
@@ -38,13 +39,34 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     hw, phase = typed["hardware"], typed["phase"]
     if check_hardware:
         check_accelerator(hw)
-    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
-
     torch.set_num_threads(hw.torch_threads)
     torch.set_float32_matmul_precision(hw.matmul_precision)
     master = resolve_master_seed(cfg.seed)
     seeds = PhaseSeeds(master, PHASE_INDEX)
+    if phase.name == "packed_ppo":  # a device-resident packed-frame env (docs/packed.md)
+        parts = build_packed_run(cfg, typed, master, seeds)
+    else:
+        parts = _build_torchrl_run(cfg, phase, hw, seeds)
+    module, datamodule = parts["module"], parts["datamodule"]
+    callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
+    rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
+    trainer_kwargs = dict(
+        accelerator=hw.accelerator,
+        devices=hw.devices,
+        precision=hw.precision,
+        max_epochs=rollouts,
+        callbacks=list(callbacks.values()),
+        enable_progress_bar="progress" in callbacks,
+    )
+    return dict(
+        master_seed=master, seeds=seeds, module=module, datamodule=datamodule,
+        callbacks=callbacks, trainer_kwargs=trainer_kwargs, typed=typed,
+    )
 
+
+def _build_torchrl_run(cfg: DictConfig, phase, hw, seeds: PhaseSeeds) -> dict:
+    """Module and datamodule of a run whose env is a TorchRL backend plugin."""
+    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
     env_fn = partial(make_env, env_cfg)
     # Specs come from a throwaway single env so the model is built before the collector.
@@ -74,20 +96,7 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
         collector_type=cfg.collector.type,
         env_snapshots=env_snapshots(env_cfg),
     )
-    callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
-    rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
-    trainer_kwargs = dict(
-        accelerator=hw.accelerator,
-        devices=hw.devices,
-        precision=hw.precision,
-        max_epochs=rollouts,
-        callbacks=list(callbacks.values()),
-        enable_progress_bar="progress" in callbacks,
-    )
-    return dict(
-        master_seed=master, seeds=seeds, module=module, datamodule=datamodule,
-        callbacks=callbacks, trainer_kwargs=trainer_kwargs, typed=typed,
-    )
+    return dict(module=module, datamodule=datamodule)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
