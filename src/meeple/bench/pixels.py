@@ -129,15 +129,59 @@ def bench_reward(device: torch.device, pairs: int, repeats: int) -> dict[str, An
     }
 
 
-def bench_train(
-    device: torch.device, num_envs: int, steps: int, rollouts: int, minibatch: int
-) -> dict[str, Any]:
+def _fit(device, num_envs, steps, mode, rollouts, minibatch, callbacks, ppo_epochs=2):
+    """One Lightning fit of packed PPO on GoalGrid (no Hydra: runs where only torch is)."""
     from meeple.data.packed_rollout import PackedRolloutDataModule
     from meeple.envs.goal_grid import make_goal_grid
     from meeple.modules.packed_ppo import PackedPPOModule
     from meeple.nets.packed_cnn import PackedCNN
     from meeple.seeding import PhaseSeeds
 
+    torch.manual_seed(0)
+    module = PackedPPOModule(
+        PackedCNN(2, 5, hidden=128),
+        optimizer=lambda p: torch.optim.Adam(p, lr=5e-4, eps=1e-5),
+        anneal_lr=False,
+        max_grad_norm=0.5,
+        gamma=0.97,
+        gae_lambda=0.95,
+        clip_epsilon=0.2,
+        entropy_coef=0.01,
+        critic_coef=0.5,
+        normalize_advantage=True,
+        max_importance_weight=2.0,
+    )
+    dm = PackedRolloutDataModule(
+        env_factory=lambda num_envs, device: make_goal_grid(num_envs, device=device),
+        seeds=PhaseSeeds(1, 0),
+        num_envs=num_envs,
+        frames_per_obs=2,
+        rollout_steps=steps,
+        ppo_epochs=ppo_epochs,
+        minibatch_size=minibatch,
+        mode=mode,
+        max_policy_lag=1,
+    )
+    trainer = L.Trainer(
+        accelerator="cuda" if device.type == "cuda" else "cpu",
+        devices=1,
+        max_epochs=rollouts,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        default_root_dir=tempfile.mkdtemp(),
+    )
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    return dm, trainer, time.perf_counter() - start
+
+
+def bench_train(
+    device: torch.device, num_envs: int, steps: int, rollouts: int, minibatch: int
+) -> dict[str, Any]:
+    """Steady-state PPO frames/s (collect + update), sync vs async, same sizes."""
     results: dict[str, Any] = {
         "num_envs": num_envs,
         "steps": steps,
@@ -145,49 +189,39 @@ def bench_train(
         "minibatch": minibatch,
     }
     for mode in ("sync", "async"):
-        torch.manual_seed(0)
-        module = PackedPPOModule(
-            PackedCNN(2, 5),
-            optimizer=lambda p: torch.optim.Adam(p, lr=5e-4),
-            anneal_lr=False,
-            max_grad_norm=0.5,
-            gamma=0.97,
-            gae_lambda=0.95,
-            clip_epsilon=0.2,
-            entropy_coef=0.01,
-            critic_coef=0.5,
-            normalize_advantage=True,
-            max_importance_weight=2.0,
-        )
-        dm = PackedRolloutDataModule(
-            env_factory=lambda num_envs, device: make_goal_grid(num_envs, device=device),
-            seeds=PhaseSeeds(1, 0),
-            num_envs=num_envs,
-            frames_per_obs=2,
-            rollout_steps=steps,
-            ppo_epochs=2,
-            minibatch_size=minibatch,
-            mode=mode,
-            max_policy_lag=1,
-        )
         timer = EpochTimer(device)
-        trainer = L.Trainer(
-            accelerator="cuda" if device.type == "cuda" else "cpu",
-            devices=1,
-            max_epochs=rollouts,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[timer],
-            default_root_dir=tempfile.mkdtemp(),
-        )
-        trainer.fit(module, datamodule=dm)
+        _fit(device, num_envs, steps, mode, rollouts, minibatch, [timer])
         # The first rollout (warm-up: kernel compilation, allocator) is left out.
         seconds = timer.ends[-1] - timer.ends[0]
         frames = (len(timer.ends) - 1) * num_envs * steps
         results[mode] = {"frames_per_s": frames / seconds, "rollouts_timed": len(timer.ends) - 1}
     results["async_over_sync"] = results["async"]["frames_per_s"] / results["sync"]["frames_per_s"]
+    return results
+
+
+def bench_learn(
+    device: torch.device,
+    num_envs: int,
+    steps: int,
+    max_rollouts: int,
+    minibatch: int,
+    modes: tuple[str, ...] = ("sync", "async"),
+) -> dict[str, Any]:
+    """Frames and seconds until greedy success >= 0.9 on 256 fresh episodes, sync vs async."""
+    from meeple.callbacks.packed_evaluation import PackedGreedyEvaluation
+
+    results: dict[str, Any] = {"num_envs": num_envs, "steps": steps, "target_success": 0.9}
+    for mode in modes:
+        evaluation = PackedGreedyEvaluation(2, 256, 40, stop_at_success=0.9)
+        dm, _, seconds = _fit(
+            device, num_envs, steps, mode, max_rollouts, minibatch, [evaluation], 3
+        )
+        results[mode] = {
+            "success_rate": evaluation.last_success,
+            "frames": dm.frames,
+            "seconds": seconds,
+            "curve": evaluation.history,
+        }
     return results
 
 
@@ -212,6 +246,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--envs", type=int, default=None, help="envs per batch (default 4096 on cuda, 64 on cpu)"
     )
+    parser.add_argument("--learn", action="store_true", help="also train to success 0.9 on cpu")
+    parser.add_argument("--modes", nargs="+", choices=("sync", "async"), default=["sync", "async"])
+    parser.add_argument("--only", nargs="+", choices=("env", "unpack", "reward", "train", "learn"))
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     return parser.parse_args(argv)
 
@@ -233,6 +270,7 @@ def main(argv: list[str]) -> int:
         "train_envs": min(envs, 8) if quick else (envs if gpu else 32),
         "train_steps": 8 if quick else (64 if gpu else 32),
         "train_rollouts": 3 if quick else (12 if gpu else 6),
+        "learn_rollouts": 0 if quick or not (gpu or args.learn) else (60 if gpu else 200),
     }
     torch.set_num_threads(max(os.cpu_count() or 1, 1) if gpu else 1)
     report: dict[str, Any] = {
@@ -246,6 +284,7 @@ def main(argv: list[str]) -> int:
     report["memory"]["unpacked_float32_over_packed"] = (
         report["memory"]["unpacked_float32"] / report["memory"]["packed"]
     )
+    learn = sizes["learn_rollouts"] > 0
     steps = [
         ("env", lambda: bench_env(device, envs if not quick else 16, sizes["env_steps"])),
         ("unpack", lambda: bench_unpack(device, sizes["unpack_frames"], sizes["repeats"])),
@@ -261,6 +300,10 @@ def main(argv: list[str]) -> int:
             ),
         ),
     ]
+    if learn:
+        steps.append(
+            ("learn", lambda: bench_learn(device, min(envs, 1024), 32, sizes["learn_rollouts"]))
+        )
     try:
         from rich.progress import track
     except ImportError:  # pragma: no cover
@@ -268,6 +311,8 @@ def main(argv: list[str]) -> int:
         def track(items, description=""):
             return items
 
+    if args.only:
+        steps = [(name, run) for name, run in steps if name in args.only]
     for name, run in track(steps, description="pixels bench"):
         report[name] = run()
         _write(args.out, report)

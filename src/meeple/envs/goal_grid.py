@@ -78,16 +78,21 @@ _ROWS = torch.arange(HEIGHT).view(HEIGHT, 1)
 
 
 def render_frames(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Packed frames ``(N, 72, 20)`` uint8 with the agent at ``(x, y)`` (int64 ``(N,)``)."""
+    """Packed frames ``(N, 72, 20)`` uint8 with the agent at ``(x, y)`` (int64 ``(N,)``).
+
+    Bands and sprite are built per row and per column and broadcast, in uint8.
+    """
     cols, rows = _COLS.to(x.device), _ROWS.to(x.device)
     x, y = x.view(-1, 1, 1), y.view(-1, 1, 1)
-    shade = (cols < (x + 1) * CELL).to(torch.int64) + 2 * (rows < (y + 1) * CELL).to(torch.int64)
+    col_band = (cols < (x + 1) * CELL).to(torch.uint8)  # (N, 1, 80)
+    row_band = (rows < (y + 1) * CELL).to(torch.uint8) * 2  # (N, 72, 1)
     dc, dr = cols - x * CELL, rows - y * CELL
-    sprite = (dc >= SPRITE_LO) & (dc < SPRITE_HI) & (dr >= SPRITE_LO) & (dr < SPRITE_HI)
-    shade = torch.where(sprite, shade ^ 3, shade)
+    sprite = ((dc >= SPRITE_LO) & (dc < SPRITE_HI)) & (
+        (dr >= SPRITE_LO) & (dr < SPRITE_HI)
+    )  # (N, 72, 80)
+    shade = (col_band + row_band) ^ (sprite.to(torch.uint8) * 3)
     quads = shade.view(-1, HEIGHT, ROW_BYTES, 4)
-    packed = quads[..., 0] | (quads[..., 1] << 2) | (quads[..., 2] << 4) | (quads[..., 3] << 6)
-    return packed.to(torch.uint8)
+    return quads[..., 0] | (quads[..., 1] << 2) | (quads[..., 2] << 4) | (quads[..., 3] << 6)
 
 
 def frame_distance(
@@ -95,7 +100,7 @@ def frame_distance(
 ) -> torch.Tensor:
     """L1 distance (int64) between the agent's frame and the goal frame, on packed bytes."""
     a, b = render_frames(x, y), render_frames(gx, gy)
-    return diff_lut.view(-1)[a.long() * 256 + b.long()].sum(dim=(-2, -1))
+    return diff_lut.view(-1)[a.int() * 256 + b.int()].sum(dim=(-2, -1))
 
 
 class TorchGoalGrid:
