@@ -85,6 +85,26 @@ def test_cnn_unpacks_packed_frames_with_the_lut():
         net(frames.float())
 
 
+def test_warp_and_torch_unpack_kernels_agree():
+    pytest.importorskip("warp")
+    from meeple.nets.packed_cnn import PackedUnpack
+
+    frames = torch.randint(
+        0, 256, (5, 2, 72, 20), generator=torch.Generator().manual_seed(4), dtype=torch.uint8
+    )
+    warp, eager = PackedUnpack("warp")(frames), PackedUnpack("torch")(frames)
+    assert torch.equal(warp, eager) and warp.shape == (5, 2, 72, 80)
+    assert torch.equal(PackedUnpack("warp")(frames[:, :1]), eager[:, :1])  # non-contiguous input
+    import copy
+
+    net = PackedCNN(2, 5)
+    net(frames)  # builds the Warp unpacker; a deep copy (the async actor) must still work
+    twin = copy.deepcopy(net)
+    assert torch.equal(twin(frames)[0], net(frames)[0])
+    with pytest.raises(ValueError, match="kernel='gl'"):
+        PackedUnpack("gl")
+
+
 def test_cell_patches_equal_a_strided_convolution():
     patches = CellPatches(2, 8)
     conv = torch.nn.Conv2d(2, 8, kernel_size=4, stride=4)

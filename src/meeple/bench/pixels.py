@@ -97,6 +97,17 @@ def bench_unpack(device: torch.device, frames: int, repeats: int) -> dict[str, A
         "lut_uint8": (lambda: unpack_lut(packed, lut_u8), 1),
         "shift_uint8": (lambda: unpack(packed), 1),
     }
+    try:
+        from meeple.envs.packed_warp import WarpUnpacker
+
+        warp_unpack = WarpUnpacker(device)
+        warp_out = torch.empty(frames, 72, 80, dtype=torch.float32, device=device)
+        variants["warp_lut_float32"] = (
+            lambda: warp_unpack(packed, warp_out),
+            4,
+        )  # fused, preallocated
+    except ImportError:
+        pass
     for name, (fn, width) in variants.items():
         out_bytes = packed.numel() * 4 * width
         source = torch.empty(out_bytes, dtype=torch.uint8, device=device)

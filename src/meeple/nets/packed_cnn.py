@@ -7,6 +7,7 @@ unpacked frames exist only as the first conv's float input, never as uint8 copie
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 import torch
@@ -16,13 +17,29 @@ from meeple.envs.packed import FRAME_SHAPE, HEIGHT, SHADES, WIDTH, make_unpack_l
 
 
 class PackedUnpack(nn.Module):
-    """``(B, K, 72, 20)`` uint8 -> ``(B, K, 72, 80)`` float32 shades scaled to [0, 1]."""
+    """``(B, K, 72, 20)`` uint8 -> ``(B, K, 72, 80)`` float32 shades scaled to [0, 1].
 
-    def __init__(self) -> None:
+    ``kernel``: ``warp`` (one fused Warp kernel: reads each byte once, about 10x the eager
+    path on CPU), ``torch`` (an embedding gather), or ``auto`` (warp when installed).
+    Both give the same values; the unpacked frames need no gradient.
+    """
+
+    KERNELS = ("auto", "warp", "torch")
+
+    def __init__(self, kernel: str = "auto") -> None:
         super().__init__()
-        self.register_buffer(
-            "lut", make_unpack_lut(torch.float32, 1.0 / (SHADES - 1)), persistent=False
-        )
+        if kernel not in self.KERNELS:
+            raise ValueError(f"kernel={kernel!r}; accepted: {', '.join(self.KERNELS)}")
+        if kernel == "auto":
+            kernel = "warp" if importlib.util.find_spec("warp") is not None else "torch"
+        self.kernel = kernel
+        lut = make_unpack_lut(torch.float32, 1.0 / (SHADES - 1))
+        self.register_buffer("lut", lut, persistent=False)
+        self._warp: dict[torch.device, object] = {}
+
+    def __deepcopy__(self, memo: dict) -> PackedUnpack:
+        # Warp views are per instance (an async actor's copy builds its own).
+        return PackedUnpack(self.kernel).to(self.lut.device)
 
     def forward(self, packed: torch.Tensor) -> torch.Tensor:
         if packed.dtype != torch.uint8 or tuple(packed.shape[-2:]) != FRAME_SHAPE:
@@ -30,6 +47,14 @@ class PackedUnpack(nn.Module):
                 f"expected packed frames (..., {FRAME_SHAPE[0]}, {FRAME_SHAPE[1]}) uint8, "
                 f"got {tuple(packed.shape)} {packed.dtype}"
             )
+        if self.kernel == "warp":
+            unpacker = self._warp.get(packed.device)
+            if unpacker is None:
+                from meeple.envs.packed_warp import WarpUnpacker
+
+                unpacker = WarpUnpacker(packed.device, 1.0 / (SHADES - 1))
+                self._warp[packed.device] = unpacker
+            return unpacker(packed.contiguous())
         return nn.functional.embedding(packed.int(), self.lut).reshape(*packed.shape[:-1], WIDTH)
 
 
