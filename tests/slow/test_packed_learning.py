@@ -23,4 +23,5 @@ def test_pixels_experiment_learns_goal_grid(compose, in_tmp, experiment):
     assert metrics["train/frames"] <= 400_000
     if experiment == "pixels_async_ppo":
         assert metrics["perf/policy_lag"] == 1.0
-    assert (in_tmp / "outputs" / "mlflow.db").exists()  # success curve logged to MLflow
+    # The success curve in MLflow is checked per process in tests/smoke/test_cli_pixels.py
+    # (MLflow keeps one store per URI per process, so a second run here logs to the first db).
