@@ -34,7 +34,7 @@ def test_compose_and_instantiate(compose, experiment, hardware):
         kwargs["accelerator"] = "cpu"  # the profile's other choices must still be valid Lightning args
     trainer = instantiate(cfg.trainer, logger=False, **kwargs)
     assert trainer.max_epochs == kwargs["max_epochs"]
-    if cfg.phase.name == "ppo":
+    if cfg.phase.name in ("ppo", "packed_ppo"):
         assert parts["datamodule"].frames_per_batch >= cfg.phase.minibatch_size
     else:  # alphazero: the gate runs before the configurable callbacks
         assert next(iter(parts["callbacks"])) == "gate"
@@ -56,7 +56,7 @@ def test_debug_and_recipes_override_root_values(compose):
     assert compose(["debug=tiny", "task_name=mine"]).task_name == "mine"
 
 
-@pytest.mark.parametrize("experiment", [None, "connect4_alphazero"])
+@pytest.mark.parametrize("experiment", [None, "connect4_alphazero", "pixels_ppo"])
 def test_debug_modes_compose_for_each_phase(compose, experiment):
     recipe = [f"+experiment={experiment}"] if experiment else []
     for debug in ("tiny", "overfit"):
@@ -64,7 +64,7 @@ def test_debug_modes_compose_for_each_phase(compose, experiment):
         assert cfg.task_name == "debug"
         build_run(cfg, check_hardware=False)  # the phase-specific half validates against its schema
     tiny = compose([*recipe, "debug=tiny"])
-    if experiment is None:
+    if experiment != "connect4_alphazero":
         assert tiny.phase.rollout_steps == 16
     else:
         assert tiny.phase.iterations == 2 and tiny.model.channels == 8

@@ -23,4 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.transport",
         "env-server round trips: http vs socket vs shm vs in-process (latency percentiles, steps/s, K servers)",
     ),
+    "pixels": (
+        "meeple.bench.pixels",
+        "packed-frame pipeline: env step+render (Warp vs torch), LUT unpack vs copy, diff-LUT reward, "
+        "sync vs async PPO",
+    ),
 }
+BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias

@@ -75,6 +75,37 @@ class PPOPhase:
 
 
 @dataclass
+class PackedPPOLoss(PPOLoss):
+    max_importance_weight: float = 2.0  # truncation of pi_prox / mu in the decoupled objective
+
+
+@dataclass
+class PackedStop:
+    success_rate: float | None = None
+
+
+@dataclass
+class PackedPPOPhase:
+    """PPO on a packed-frame env (meeple.data.packed_rollout): sync or async double-buffered."""
+
+    name: str
+    module: Any
+    optimizer: Any
+    rollout_steps: int
+    total_frames: int
+    ppo_epochs: int
+    minibatch_size: int
+    lr: float
+    anneal_lr: bool
+    max_grad_norm: float | None
+    mode: str = "sync"
+    max_policy_lag: int = 1
+    loss: PackedPPOLoss = field(default_factory=PackedPPOLoss)
+    eval: Eval = field(default_factory=Eval)
+    stop: PackedStop = field(default_factory=PackedStop)
+
+
+@dataclass
 class AZGate:
     games: int = 20
     threshold: float = 0.55
@@ -122,7 +153,7 @@ class Transition:
     reset_optimizer: bool
 
 
-PHASE_SCHEMAS: dict[str, type] = {"ppo": PPOPhase, "alphazero": AlphaZeroPhase}
+PHASE_SCHEMAS: dict[str, type] = {"ppo": PPOPhase, "packed_ppo": PackedPPOPhase, "alphazero": AlphaZeroPhase}
 
 
 def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
@@ -162,12 +193,11 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"phase.name={phase_name!r}; accepted: {', '.join(PHASE_SCHEMAS)}")
     phase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
     transition: Transition = _checked(cfg, "transition", Transition)
-    {"ppo": _check_ppo, "alphazero": _check_alphazero}[phase_name](cfg, phase)
+    {"ppo": _check_ppo, "packed_ppo": _check_ppo, "alphazero": _check_alphazero}[phase_name](cfg, phase)
     return {"hardware": hw, "phase": phase, "transition": transition}
 
 
 def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
-
     for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
         _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
     _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
@@ -176,6 +206,12 @@ def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     _require(phase.loss.clip_epsilon > 0, "phase.loss.clip_epsilon", phase.loss.clip_epsilon, "a float > 0")
     _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
              phase.max_grad_norm, "null or a float > 0")
+    if isinstance(phase, PackedPPOPhase):
+        _require(phase.mode in ("sync", "async"), "phase.mode", phase.mode, "sync, async")
+        _require(phase.max_policy_lag in (0, 1), "phase.max_policy_lag", phase.max_policy_lag,
+                 "0 or 1 (two rollout buffers)")
+        _require(phase.loss.max_importance_weight >= 1, "phase.loss.max_importance_weight",
+                 phase.loss.max_importance_weight, "a float >= 1")
     for name in ("every_n_rollouts", "episodes", "max_steps"):
         _require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
 

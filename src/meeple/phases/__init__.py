@@ -32,6 +32,7 @@ PhaseBuilder = Callable[[DictConfig, Any, PhaseSeeds], PhaseParts]
 def phase_builders() -> dict[str, PhaseBuilder]:
     # Imported here so that building one phase does not import the others' dependencies.
     from meeple.phases.alphazero import build_alphazero
+    from meeple.phases.packed_ppo import build_packed_ppo
     from meeple.phases.ppo import build_ppo
 
-    return {"ppo": build_ppo, "alphazero": build_alphazero}
+    return {"ppo": build_ppo, "packed_ppo": build_packed_ppo, "alphazero": build_alphazero}
