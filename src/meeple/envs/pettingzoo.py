@@ -8,6 +8,7 @@ agent's observation and action, ``td["next", agent]`` its reward and done flags.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,13 +46,16 @@ def make_pettingzoo_env(env_cfg: Mapping[str, Any], *, seed: int):
         raise ConfigError(
             f"env.factory built {type(raw).__name__}; accepted: a PettingZoo ParallelEnv (use `<env>.parallel_env`)"
         )
-    return PettingZooWrapper(
-        raw,
-        group_map=MarlGroupMapType.ONE_GROUP_PER_AGENT,
-        categorical_actions=True,
-        use_mask=False,
-        seed=seed,
-    )
+    with warnings.catch_warnings():
+        # TorchRL warns for any PettingZoo other than the one its CI pins; we test ours here.
+        warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested using version")
+        return PettingZooWrapper(
+            raw,
+            group_map=MarlGroupMapType.ONE_GROUP_PER_AGENT,
+            categorical_actions=True,
+            use_mask=False,
+            seed=seed,
+        )
 
 
 def agent_specs(env) -> list[AgentSpec]:

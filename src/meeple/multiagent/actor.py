@@ -11,10 +11,12 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from meeple.envs.pettingzoo import AgentSpec, make_pettingzoo_env
 from meeple.modules.dqn import DQNSpec, make_dqn_model, make_exploration
+from meeple.multiagent.shared import SharedModel
 from meeple.multiagent.state import Report, SharedRunState
 
 
@@ -82,6 +84,16 @@ class MultiAgentActor:
         self.env.close()
 
 
+def sync_local_copies(shared: Sequence[SharedModel], local: Sequence[nn.Module], versions: list[int]) -> int:
+    """Refresh each local copy whose shared model has a newer version; returns how many were copied."""
+    copied = 0
+    for i, (source, target) in enumerate(zip(shared, local)):
+        if source.version != versions[i]:
+            versions[i] = source.read_into(target)
+            copied += 1
+    return copied
+
+
 def run_actor(
     state: SharedRunState,
     *,
@@ -116,10 +128,7 @@ def run_actor(
                 flush()
                 state.set_env_steps(actor.steps)
             if actor.steps % sync_interval == 0:
-                for i, (shared, local) in enumerate(zip(state.models, actor.models)):
-                    if shared.version != versions[i]:
-                        versions[i] = shared.read_into(local)
-                        syncs += 1
+                syncs += sync_local_copies(state.models, actor.models, versions)
             if finished is not None:
                 state.report(Report.EPISODE, "actor", {"env_steps": actor.steps, "returns": finished})
             if actor.steps % report_interval == 0:

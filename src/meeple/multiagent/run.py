@@ -181,15 +181,18 @@ def train_independent(cfg: DictConfig, *, logger=None, show_progress: bool = Tru
     progress = make_progress() if show_progress else None
     monitor = RunMonitor(run.agent_names, run.phase.total_env_steps, logger=logger, progress=progress)
     t0 = time.perf_counter()
-    if progress is not None:
-        with progress:
+    try:
+        if progress is not None:
+            with progress:
+                run.topology.run(monitor)
+        else:
             run.topology.run(monitor)
-    else:
-        run.topology.run(monitor)
-    elapsed = time.perf_counter() - t0
-    metrics = dict(monitor.metrics)
-    metrics[keys.ENV_STEPS_PER_S] = run.state.env_steps / max(elapsed, 1e-9)
-    metrics.update(evaluate_run(run, logger=logger))
+        elapsed = time.perf_counter() - t0
+        metrics = dict(monitor.metrics)
+        metrics[keys.ENV_STEPS_PER_S] = run.state.env_steps / max(elapsed, 1e-9)
+        metrics.update(evaluate_run(run, logger=logger))
+    finally:
+        run.topology.close()
     return metrics
 
 

@@ -44,6 +44,13 @@ class SharedRunState:
         self.reports = ctx.Queue()
         self.parent_pid = os.getpid()
 
+    def release(self) -> None:
+        """Drop this process's handles on the run-wide primitives (their semaphores unlink once freed)."""
+        if getattr(self, "reports", None) is not None:
+            self.reports.close()
+            self.reports.join_thread()
+        self.stop = self.env_steps_value = self.updates = self.reports = None
+
     # -- stop --
     def should_stop(self) -> bool:
         """Stop requested, or the main process is gone (never outlive it as an orphan)."""
