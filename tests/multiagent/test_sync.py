@@ -77,13 +77,17 @@ def test_slow_publish_is_atomic_for_a_reader_in_another_process():
             got = values(local)
             # the initial random weights (version 0) are many values; any later read must be uniform
             if version > 0:
-                assert got == {float(version)}, f"read of version {version} mixes values {sorted(got)}"
+                assert got == {float(version)}, (
+                    f"read of version {version} mixes values {sorted(got)}"
+                )
                 seen.add(version)
     finally:
         writer.join(timeout=30)
     assert writer.exitcode == 0
     assert shared.read_into(local) == publishes and values(local) == {float(publishes)}
-    assert len(seen) >= 3, f"the reader overlapped too few publishes to test anything ({reads} reads)"
+    assert len(seen) >= 3, (
+        f"the reader overlapped too few publishes to test anything ({reads} reads)"
+    )
 
 
 def test_naive_publish_is_seen_half_done():

@@ -43,7 +43,9 @@ def test_tiny_run_finishes_and_keeps_agents_isolated(tiny_cfg):
     assert all(u > 0 for u in run.state.updates), list(run.state.updates)
     assert all(m.version > 0 for m in run.state.models)
     episodes = [p for k, _, p in reports if k == "episode"]
-    assert len(episodes) == 400 // 25 and all(set(p["returns"]) == set(run.agent_names) for p in episodes)
+    assert len(episodes) == 400 // 25 and all(
+        set(p["returns"]) == set(run.agent_names) for p in episodes
+    )
     assert {p["agent"] for k, _, p in reports if k == "learner"} == set(run.agent_names)
 
     # isolation: no parameter tensor or buffer storage is shared between agents
@@ -58,10 +60,16 @@ def test_tiny_run_finishes_and_keeps_agents_isolated(tiny_cfg):
     b0, b1 = (b[:400] for b in (b.storage[:] for b in run.state.buffers))
     assert all(len(b) == 400 for b in run.state.buffers)
     # the other agent's position as agent 0 sees it (relative) is agent 1's own position, and back
-    torch.testing.assert_close(b0["observation"][:, POS] + b0["observation"][:, OTHER], b1["observation"][:, POS])
-    torch.testing.assert_close(b1["observation"][:, POS] + b1["observation"][:, OTHER], b0["observation"][:, POS])
-    torch.testing.assert_close(b0["next", "observation"][:, POS] + b0["next", "observation"][:, OTHER],
-                               b1["next", "observation"][:, POS])
+    torch.testing.assert_close(
+        b0["observation"][:, POS] + b0["observation"][:, OTHER], b1["observation"][:, POS]
+    )
+    torch.testing.assert_close(
+        b1["observation"][:, POS] + b1["observation"][:, OTHER], b0["observation"][:, POS]
+    )
+    torch.testing.assert_close(
+        b0["next", "observation"][:, POS] + b0["next", "observation"][:, OTHER],
+        b1["next", "observation"][:, POS],
+    )
     assert not torch.equal(b0["observation"], b1["observation"])
     assert ours, "expected the run's named semaphores in /dev/shm while it runs"
     run.topology.close()
@@ -74,7 +82,9 @@ def test_stop_request_ends_every_process_within_the_bound(tiny_cfg):
     pids = run.topology.pids
     try:
         deadline = time.monotonic() + 300
-        while (run.state.env_steps < 300 or min(run.state.updates) < 10) and time.monotonic() < deadline:
+        while (
+            run.state.env_steps < 300 or min(run.state.updates) < 10
+        ) and time.monotonic() < deadline:
             assert all(w.process.is_alive() for w in run.topology.workers)
             time.sleep(0.1)
         assert min(run.state.updates) >= 10, "the run did not get going"
@@ -89,8 +99,10 @@ def test_stop_request_ends_every_process_within_the_bound(tiny_cfg):
 
 
 def test_crashing_learner_ends_the_run_with_its_traceback(tiny_cfg):
-    run = build_independent(tiny_cfg("phase.total_env_steps=1000000"),
-                            learner_target="tests.multiagent.workers:crashing_learner")
+    run = build_independent(
+        tiny_cfg("phase.total_env_steps=1000000"),
+        learner_target="tests.multiagent.workers:crashing_learner",
+    )
     run.topology.start()
     pids = run.topology.pids
     ours = shm_mapped()

@@ -11,4 +11,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
     ),
+    "independent": (
+        "meeple.bench.independent",
+        "Independent DQN agents: env steps/s and updates/s, multi-process topology vs one sequential loop",
+    ),
 }

@@ -103,9 +103,10 @@ def train_multiagent(cfg: DictConfig) -> dict[str, float]:
     try:
         metrics = train_independent(cfg, logger=logger)
         status = "FINISHED"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: every worker has been stopped by now
         status = "KILLED"
-        raise
+        print("meeple: stopped by request; every worker process has ended", file=sys.stderr)
+        raise SystemExit(130) from None
     finally:
         if logger is not None:
             logger.finalize(status)

@@ -42,7 +42,11 @@ def make_pettingzoo_env(env_cfg: Mapping[str, Any], *, seed: int):
         raise ConfigError(f"env.factory could not build the PettingZoo env: {err}") from err
     if callable(raw) and not hasattr(raw, "possible_agents"):
         raw = raw()  # a `_partial_: true` factory
-    if not hasattr(raw, "possible_agents") or not hasattr(raw, "step") or hasattr(raw, "agent_selection"):
+    if (
+        not hasattr(raw, "possible_agents")
+        or not hasattr(raw, "step")
+        or hasattr(raw, "agent_selection")
+    ):
         raise ConfigError(
             f"env.factory built {type(raw).__name__}; accepted: a PettingZoo ParallelEnv (use `<env>.parallel_env`)"
         )
@@ -66,7 +70,9 @@ def agent_specs(env) -> list[AgentSpec]:
     specs = []
     for group, agents in env.group_map.items():
         if len(agents) != 1:
-            raise ConfigError(f"group {group!r} holds {len(agents)} agents; independent learners need one per group")
+            raise ConfigError(
+                f"group {group!r} holds {len(agents)} agents; independent learners need one per group"
+            )
         obs = env.observation_spec[group, "observation"]
         act = env.full_action_spec[group, "action"]
         if len(obs.shape) != 2:
@@ -75,6 +81,8 @@ def agent_specs(env) -> list[AgentSpec]:
             )
         n = getattr(act, "n", None)
         if n is None:
-            raise ConfigError(f"agent {group!r} has a non-discrete action space; accepted: Discrete (DQN)")
+            raise ConfigError(
+                f"agent {group!r} has a non-discrete action space; accepted: Discrete (DQN)"
+            )
         specs.append(AgentSpec(name=group, obs_dim=int(obs.shape[-1]), num_actions=int(n)))
     return specs

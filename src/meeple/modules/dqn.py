@@ -48,7 +48,9 @@ class DQNSpec:
 def make_dqn_model(spec: DQNSpec) -> DQNLoss:
     """The agent's model: ``DQNLoss`` holding online + target Q-networks (``.value_network`` acts)."""
     if spec.loss_function not in LOSS_FUNCTIONS:
-        raise ConfigError(f"phase.loss_function={spec.loss_function!r}; accepted: {', '.join(LOSS_FUNCTIONS)}")
+        raise ConfigError(
+            f"phase.loss_function={spec.loss_function!r}; accepted: {', '.join(LOSS_FUNCTIONS)}"
+        )
     action_spec = Categorical(spec.num_actions)
     net = MLP(in_features=spec.obs_dim, out_features=spec.num_actions, num_cells=list(spec.hidden))
     actor = QValueActor(net, in_keys=["observation"], spec=action_spec)
@@ -63,7 +65,9 @@ def make_dqn_model(spec: DQNSpec) -> DQNLoss:
     return loss
 
 
-def make_target_updater(model: DQNLoss, kind: str, *, tau: float, hard_interval: int) -> SoftUpdate | HardUpdate:
+def make_target_updater(
+    model: DQNLoss, kind: str, *, tau: float, hard_interval: int
+) -> SoftUpdate | HardUpdate:
     """``soft``: theta' <- (1 - tau) theta' + tau theta every step; ``hard``: copy every ``hard_interval``."""
     if kind == "soft":
         return SoftUpdate(model, tau=tau)
@@ -92,7 +96,9 @@ class DQNUpdate:
         self.model = model
         self.make_optimizer = make_optimizer
         self.max_grad_norm = max_grad_norm
-        self.target = make_target_updater(model, target_update, tau=tau, hard_interval=hard_interval)
+        self.target = make_target_updater(
+            model, target_update, tau=tau, hard_interval=hard_interval
+        )
         self.optimizer = make_optimizer(model.parameters())
         self.updates = 0
 
@@ -121,6 +127,9 @@ def make_exploration(
 ) -> tuple[nn.Module, EGreedyModule]:
     """(epsilon-greedy policy over ``model.value_network``, its ``EGreedyModule`` to ``.step()``)."""
     egreedy = EGreedyModule(
-        Categorical(num_actions), eps_init=eps_init, eps_end=eps_end, annealing_num_steps=annealing_steps
+        Categorical(num_actions),
+        eps_init=eps_init,
+        eps_end=eps_end,
+        annealing_num_steps=annealing_steps,
     )
     return TensorDictSequential(model.value_network, egreedy), egreedy

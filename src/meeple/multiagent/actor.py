@@ -52,7 +52,9 @@ class MultiAgentActor:
         self.env = make_pettingzoo_env(env_cfg, seed=seed)
         self.agents = [a.name for a in agents]
         self.models = [make_dqn_model(DQNSpec(a.obs_dim, a.num_actions, **dqn)) for a in agents]
-        policies = [make_exploration(m, a.num_actions, **exploration) for m, a in zip(self.models, agents)]
+        policies = [
+            make_exploration(m, a.num_actions, **exploration) for m, a in zip(self.models, agents)
+        ]
         self.policies = [p for p, _ in policies]
         self.egreedy = [e for _, e in policies]
         self.td = self.env.reset()
@@ -84,7 +86,9 @@ class MultiAgentActor:
         self.env.close()
 
 
-def sync_local_copies(shared: Sequence[SharedModel], local: Sequence[nn.Module], versions: list[int]) -> int:
+def sync_local_copies(
+    shared: Sequence[SharedModel], local: Sequence[nn.Module], versions: list[int]
+) -> int:
     """Refresh each local copy whose shared model has a newer version; returns how many were copied."""
     copied = 0
     for i, (source, target) in enumerate(zip(shared, local)):
@@ -116,7 +120,9 @@ def run_actor(
     def flush() -> None:
         for buffer, chunk in zip(state.buffers, pending):
             if chunk:
-                buffer.extend(torch.cat(chunk))  # this agent's transitions only, into its own buffer
+                buffer.extend(
+                    torch.cat(chunk)
+                )  # this agent's transitions only, into its own buffer
                 chunk.clear()
 
     try:
@@ -130,11 +136,19 @@ def run_actor(
             if actor.steps % sync_interval == 0:
                 syncs += sync_local_copies(state.models, actor.models, versions)
             if finished is not None:
-                state.report(Report.EPISODE, "actor", {"env_steps": actor.steps, "returns": finished})
+                state.report(
+                    Report.EPISODE, "actor", {"env_steps": actor.steps, "returns": finished}
+                )
             if actor.steps % report_interval == 0:
                 state.report(
-                    Report.ACTOR, "actor",
-                    {"env_steps": actor.steps, "epsilon": actor.epsilon, "syncs": syncs, "versions": list(versions)},
+                    Report.ACTOR,
+                    "actor",
+                    {
+                        "env_steps": actor.steps,
+                        "epsilon": actor.epsilon,
+                        "syncs": syncs,
+                        "versions": list(versions),
+                    },
                 )
         flush()
         state.set_env_steps(actor.steps)

@@ -37,7 +37,9 @@ def evaluate(
             while done < episodes:
                 for i, agent in enumerate(agents):
                     if models is None:
-                        td[agent.name, "action"] = torch.randint(agent.num_actions, (1,), generator=rng)
+                        td[agent.name, "action"] = torch.randint(
+                            agent.num_actions, (1,), generator=rng
+                        )
                     else:
                         models[i].value_network(td[agent.name])
                 step, td = env.step_and_maybe_reset(td)

@@ -52,7 +52,9 @@ class Learner:
         self.shared = state.models[index]
         self.buffer = state.buffers[index]
         self.device = pick_device(device)
-        self.model = make_dqn_model(DQNSpec(agent.obs_dim, agent.num_actions, **dqn)).to(self.device)
+        self.model = make_dqn_model(DQNSpec(agent.obs_dim, agent.num_actions, **dqn)).to(
+            self.device
+        )
         self.update = DQNUpdate(self.model, instantiate(dict(optimizer)), **update)
         self.load_from_shared()
 
@@ -90,13 +92,17 @@ def run_learner(
 ) -> None:
     """The learner process of agent ``index``: train until the stop flag, then publish once more."""
     seed_process(seed)
-    learner = Learner(state, index, agent, dqn=dqn, optimizer=optimizer, update=update, device=device)
+    learner = Learner(
+        state, index, agent, dqn=dqn, optimizer=optimizer, update=update, device=device
+    )
     name = f"learner[{agent.name}]"
     losses: list[float] = []
     t0, done0 = time.perf_counter(), 0
     while not state.should_stop():
         steps = state.env_steps
-        budget = int((steps - learning_starts) * updates_per_step) if steps >= learning_starts else 0
+        budget = (
+            int((steps - learning_starts) * updates_per_step) if steps >= learning_starts else 0
+        )
         if learner.update.updates >= budget or len(learner.buffer) < batch_size:
             time.sleep(IDLE_S)
             continue
@@ -106,11 +112,18 @@ def run_learner(
             learner.publish()
         if n % report_interval == 0:
             now = time.perf_counter()
-            state.report(Report.LEARNER, name, {
-                "agent": agent.name, "updates": n, "loss": sum(losses) / len(losses),
-                "updates_per_s": (n - done0) / max(now - t0, 1e-9), "version": learner.shared.version,
-                "env_steps": steps,
-            })
+            state.report(
+                Report.LEARNER,
+                name,
+                {
+                    "agent": agent.name,
+                    "updates": n,
+                    "loss": sum(losses) / len(losses),
+                    "updates_per_s": (n - done0) / max(now - t0, 1e-9),
+                    "version": learner.shared.version,
+                    "env_steps": steps,
+                },
+            )
             losses.clear()
             t0, done0 = now, n
     if learner.update.updates:

@@ -46,16 +46,27 @@ def run_sequential(
     seed_process(seed)
     ex, tu = phase.exploration, phase.target_update
     actor = MultiAgentActor(
-        env_cfg, agents, dqn,
-        dict(eps_init=ex.eps_init, eps_end=ex.eps_end, annealing_steps=ex.annealing_steps), seed=seed,
+        env_cfg,
+        agents,
+        dqn,
+        dict(eps_init=ex.eps_init, eps_end=ex.eps_end, annealing_steps=ex.annealing_steps),
+        seed=seed,
     )
     buffers = [
-        TensorDictReplayBuffer(storage=LazyTensorStorage(phase.buffer_size), batch_size=phase.batch_size)
+        TensorDictReplayBuffer(
+            storage=LazyTensorStorage(phase.buffer_size), batch_size=phase.batch_size
+        )
         for _ in agents
     ]
     updates = [
-        DQNUpdate(model, instantiate(dict(optimizer)), target_update=tu.kind, tau=tu.tau,
-                  hard_interval=tu.hard_interval, max_grad_norm=phase.max_grad_norm)
+        DQNUpdate(
+            model,
+            instantiate(dict(optimizer)),
+            target_update=tu.kind,
+            tau=tu.tau,
+            hard_interval=tu.hard_interval,
+            max_grad_norm=phase.max_grad_norm,
+        )
         for model in actor.models
     ]
     result = SequentialResult(returns={a.name: [] for a in agents})

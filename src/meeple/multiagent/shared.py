@@ -47,7 +47,9 @@ class SharedModel:
     object to spawned processes as an argument: the slots' tensors travel as shared memory.
     """
 
-    def __init__(self, make_model: Callable[[], nn.Module], *, ctx: mp.context.BaseContext | None = None) -> None:
+    def __init__(
+        self, make_model: Callable[[], nn.Module], *, ctx: mp.context.BaseContext | None = None
+    ) -> None:
         ctx = ctx or mp.get_context("spawn")
         first = make_model()
         self.slots = [first, make_model()]
@@ -114,7 +116,9 @@ class SharedModel:
                 local.load_state_dict(self.slots[version % 2].state_dict())
             if self._get(seq) == before:
                 return version
-        raise TornReadError(f"no consistent snapshot after {max_tries} tries (publishes outpace the reader)")
+        raise TornReadError(
+            f"no consistent snapshot after {max_tries} tries (publishes outpace the reader)"
+        )
 
 
 def transition_template(obs_dim: int) -> TensorDict:
@@ -131,7 +135,9 @@ def transition_template(obs_dim: int) -> TensorDict:
     )
 
 
-def make_shared_buffer(template: TensorDictBase, capacity: int, batch_size: int) -> TensorDictReplayBuffer:
+def make_shared_buffer(
+    template: TensorDictBase, capacity: int, batch_size: int
+) -> TensorDictReplayBuffer:
     """A replay buffer whose storage is allocated now, in shared memory, from ``template``."""
     storage = LazyTensorStorage(capacity)
     storage._init(template)  # allocate before spawning: children must see the same memory

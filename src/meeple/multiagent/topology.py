@@ -40,14 +40,18 @@ class WorkerCrashedError(MeepleError):
 
     def __init__(self, worker: str, detail: str) -> None:
         self.worker, self.detail = worker, detail
-        super().__init__(f"{worker} crashed; the run was stopped. Its traceback:\n{detail.rstrip()}")
+        super().__init__(
+            f"{worker} crashed; the run was stopped. Its traceback:\n{detail.rstrip()}"
+        )
 
 
 def _die_with_parent() -> None:
     """Linux: get SIGTERM when the parent dies (covers a SIGKILLed main process)."""
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(
+                1, signal.SIGTERM
+            )  # PR_SET_PDEATHSIG = 1
         except OSError:
             pass
 
@@ -110,22 +114,36 @@ class IndependentTopology:
         self.stop_timeout_s = stop_timeout_s
         self.ctx = mp.get_context("spawn")
         self.workers = [Worker("actor", actor_target, dict(actor_kwargs))] + [
-            Worker(f"learner[{name}]", learner_target, dict(kw)) for name, kw in zip(agent_names, learner_kwargs)
+            Worker(f"learner[{name}]", learner_target, dict(kw))
+            for name, kw in zip(agent_names, learner_kwargs)
         ]
         self.finished = False
         self.errors: dict[str, str] = {}
 
     # -- lifecycle --
+    @property
+    def started(self) -> bool:
+        return any(w.process is not None for w in self.workers)
+
     def start(self) -> None:
+        if self.started:
+            raise RuntimeError("the topology was started already")
         for w in self.workers:
             w.process = self.ctx.Process(
-                target=_worker_main, args=(w.name, w.target, self.state, w.kwargs), name=f"meeple-{w.name}", daemon=True
+                target=_worker_main,
+                args=(w.name, w.target, self.state, w.kwargs),
+                name=f"meeple-{w.name}",
+                daemon=True,
             )
             w.process.start()
 
     @property
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self.workers if w.process is not None and w.process.pid is not None]
+        return [
+            w.process.pid
+            for w in self.workers
+            if w.process is not None and w.process.pid is not None
+        ]
 
     def _dispatch(self, reports, on_report) -> None:
         for kind, sender, payload in reports:
@@ -145,7 +163,10 @@ class IndependentTopology:
             if w.name in self.errors:
                 return w.name, self.errors[w.name]
             if code != 0:
-                return w.name, f"exited with code {code} without a Python traceback (killed by a signal?)"
+                return (
+                    w.name,
+                    f"exited with code {code} without a Python traceback (killed by a signal?)",
+                )
             if not (self.finished or self.state.stop.is_set()):
                 return w.name, "exited before the run finished"
         if self.errors:  # reported, still exiting
@@ -153,11 +174,16 @@ class IndependentTopology:
             return name, self.errors[name]
         return None
 
-    def run(self, on_report: Callable[[str, str, dict], None] | None = None, *, poll_s: float = POLL_S) -> None:
-        """Relay reports until the actor finishes its budget; raise if a worker crashes.
+    def run(
+        self, on_report: Callable[[str, str, dict], None] | None = None, *, poll_s: float = POLL_S
+    ) -> None:
+        """Start the workers (unless :meth:`start` did), relay reports until the actor finishes its
+        budget; raise :class:`WorkerCrashedError` if a worker crashes.
 
         ``KeyboardInterrupt`` (Ctrl-C) stops every worker, then propagates.
         """
+        if not self.started:
+            self.start()
         try:
             while not self.finished and not self.state.stop.is_set():
                 self._dispatch(self.state.drain(timeout=poll_s), on_report)
@@ -173,7 +199,9 @@ class IndependentTopology:
         deadline = t0 + self.stop_timeout_s
         live = [w.process for w in self.workers if w.process is not None]
         while any(p.is_alive() for p in live) and time.perf_counter() < deadline:
-            self._dispatch(self.state.drain(timeout=POLL_S), on_report)  # a full queue would block their exit
+            self._dispatch(
+                self.state.drain(timeout=POLL_S), on_report
+            )  # a full queue would block their exit
         for p in live:
             if p.is_alive():
                 p.terminate()
@@ -184,7 +212,6 @@ class IndependentTopology:
                 p.join(timeout=2.0)
         self._dispatch(self.state.drain(), on_report)
         return time.perf_counter() - t0
-
 
     def close(self) -> None:
         """Stop (if still running) and release every process and shared primitive this object holds.

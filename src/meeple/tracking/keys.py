@@ -12,7 +12,9 @@ AGENT_EVAL_RETURN = "eval/{agent}/episode_return"
 AGENT_RANDOM_RETURN = "eval/{agent}/random_return"
 AGENT_LOSS = "loss/{agent}/td"
 AGENT_UPDATES_PER_S = "perf/{agent}/updates_per_s"
-AGENT_POLICY_LAG = "perf/{agent}/policy_lag"  # learner version minus the actor's local copy's version
+AGENT_POLICY_LAG = (
+    "perf/{agent}/policy_lag"  # learner version minus the actor's local copy's version
+)
 RANDOM_RETURN = "eval/random_return"
 EPSILON = "train/epsilon"
 ENV_STEPS_PER_S = "perf/env_steps_per_s"
