@@ -116,6 +116,7 @@ def run_actor(
     versions = [shared.read_into(local) for shared, local in zip(state.models, actor.models)]
     pending: list[list[TensorDict]] = [[] for _ in agents]
     syncs = 0
+    state.report(Report.READY, "actor", {})
 
     def flush() -> None:
         for buffer, chunk in zip(state.buffers, pending):

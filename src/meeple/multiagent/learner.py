@@ -98,6 +98,7 @@ def run_learner(
     name = f"learner[{agent.name}]"
     losses: list[float] = []
     t0, done0 = time.perf_counter(), 0
+    state.report(Report.READY, name, {})
     while not state.should_stop():
         steps = state.env_steps
         budget = (

@@ -17,6 +17,7 @@ from meeple.multiagent.shared import SharedModel
 class Report(StrEnum):
     """Kinds of messages workers send to the main process."""
 
+    READY = "ready"  # any worker: set up, entering its loop
     EPISODE = "episode"  # actor: per-agent returns of a finished episode
     ACTOR = "actor"  # actor: env steps, epsilon, syncs
     LEARNER = "learner"  # learner: loss, updates, publishes

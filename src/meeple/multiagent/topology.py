@@ -14,10 +14,12 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
+import logging
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +35,7 @@ from meeple.multiagent.state import Report, SharedRunState
 ACTOR_TARGET = "meeple.multiagent.actor:run_actor"
 LEARNER_TARGET = "meeple.multiagent.learner:run_learner"
 POLL_S = 0.05
+log = logging.getLogger("meeple")
 
 
 class WorkerCrashedError(MeepleError):
@@ -119,6 +122,8 @@ class IndependentTopology:
         ]
         self.finished = False
         self.errors: dict[str, str] = {}
+        self.ready: set[str] = set()
+        self.started_at = 0.0
 
     # -- lifecycle --
     @property
@@ -128,6 +133,7 @@ class IndependentTopology:
     def start(self) -> None:
         if self.started:
             raise RuntimeError("the topology was started already")
+        self.started_at = time.perf_counter()
         for w in self.workers:
             w.process = self.ctx.Process(
                 target=_worker_main,
@@ -151,6 +157,14 @@ class IndependentTopology:
                 self.errors.setdefault(sender, payload["traceback"])
             elif kind == Report.FINISHED:
                 self.finished = True
+            elif kind == Report.READY:
+                self.ready.add(sender)
+                if len(self.ready) == len(self.workers):
+                    log.info(
+                        "all %d worker processes running (start-up took %.1fs)",
+                        len(self.workers),
+                        time.perf_counter() - self.started_at,
+                    )
             if on_report is not None:
                 on_report(kind, sender, payload)
 
@@ -184,13 +198,23 @@ class IndependentTopology:
         """
         if not self.started:
             self.start()
+        # Ctrl-C only raises a flag: a KeyboardInterrupt in the middle of reading the report
+        # queue would leave a half-read message in its pipe, and the workers blocked on it.
+        interrupted: list[int] = []
+        restore = None
+        if threading.current_thread() is threading.main_thread():
+            restore = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
         try:
-            while not self.finished and not self.state.stop.is_set():
+            while not self.finished and not self.state.stop.is_set() and not interrupted:
                 self._dispatch(self.state.drain(timeout=poll_s), on_report)
                 if crash := self._crashed():
                     raise WorkerCrashedError(*crash)
+            if interrupted:
+                raise KeyboardInterrupt
         finally:
             self.stop(on_report)
+            if restore is not None:
+                signal.signal(signal.SIGINT, restore)
 
     def stop(self, on_report: Callable[[str, str, dict], None] | None = None) -> float:
         """Ask every worker to stop; terminate, then kill, the ones past the deadline. Returns seconds taken."""
