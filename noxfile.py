@@ -5,7 +5,14 @@ import nox
 nox.options.sessions = ["lint", "tests"]
 # native/ is installed non-editable: an editable scikit-build-core install does not
 # rebuild after C++ edits, so a stale extension could run silently.
-INSTALL = ("torch==2.13.0", "-e", ".[test]", "-e", "./plugins/gym", "./native")
+INSTALL = (
+    "torch==2.13.0",
+    "-e", ".[test]",
+    "-e", "./plugins/gym",
+    "-e", "./plugins/connect4",
+    "-e", "./plugins/mahjong",
+    "./native",
+)
 
 
 def _install(session: nox.Session) -> None:

@@ -159,6 +159,9 @@ Connect4 from_planes(nb::handle obj) {
 }  // namespace
 
 void bind_search(nb::module_& m);
+namespace meeple::mj {
+void register_mahjong(nb::module_& parent);  // src/mahjong/bindings.cpp
+}
 
 NB_MODULE(_core, m) {
   m.doc() = "meeple native engines: Connect Four rules and an exact Connect Four solver.";
@@ -300,4 +303,5 @@ NB_MODULE(_core, m) {
         "position"_a);
 
   bind_search(m);
+  meeple::mj::register_mahjong(m);  // submodule meeple_native._core.mahjong
 }

@@ -13,7 +13,7 @@ HARDWARE = sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
 
 def test_profiles_and_recipes_exist():
     assert {"cpu", "rtx6000", "rtx4090", "h100", "h200"} <= set(HARDWARE)
-    assert "cartpole_ppo" in EXPERIMENTS
+    assert {"cartpole_ppo", "connect4_alphazero"} <= set(EXPERIMENTS)
 
 
 def test_train_yaml_has_no_experiment_default():
@@ -41,7 +41,10 @@ def test_compose_and_instantiate(compose, experiment, hardware):
         kwargs["accelerator"] = "cpu"  # the profile's other choices must still be valid Lightning args
     trainer = instantiate(cfg.trainer, logger=False, **kwargs)
     assert trainer.max_epochs == kwargs["max_epochs"]
-    assert parts["datamodule"].frames_per_batch >= cfg.phase.minibatch_size
+    if cfg.phase.name == "ppo":
+        assert parts["datamodule"].frames_per_batch >= cfg.phase.minibatch_size
+    else:  # alphazero: the gate runs before the configurable callbacks
+        assert next(iter(parts["callbacks"])) == "gate"
 
 
 def test_default_run_is_the_cartpole_recipe(compose):
@@ -58,3 +61,30 @@ def test_debug_and_recipes_override_root_values(compose):
     assert compose().task_name == "train"
     assert compose(["debug=tiny"]).task_name == "debug"
     assert compose(["debug=tiny", "task_name=mine"]).task_name == "mine"
+
+
+@pytest.mark.parametrize("experiment", [None, "connect4_alphazero"])
+def test_debug_modes_compose_for_each_phase(compose, experiment):
+    recipe = [f"+experiment={experiment}"] if experiment else []
+    for debug in ("tiny", "overfit"):
+        cfg = compose([*recipe, f"debug={debug}"])
+        assert cfg.task_name == "debug"
+        build_run(cfg, check_hardware=False)  # the phase-specific half validates against its schema
+    tiny = compose([*recipe, "debug=tiny"])
+    if experiment is None:
+        assert tiny.phase.rollout_steps == 16
+    else:
+        assert tiny.phase.iterations == 2 and tiny.model.channels == 8
+
+
+def test_alphazero_config_errors_name_the_key(compose):
+    from meeple.errors import ConfigError
+
+    for override, message in [
+        ("+phase.selfplay.num_worker=2", r"phase.selfplay.num_worker is not a self-play engine option; accepted: .*num_workers"),
+        ("phase.game=chess", r"phase.game='chess' is not allowed; accepted: connect4"),
+        ("phase.gate.threshold=0", r"phase.gate.threshold=0.0 is not allowed"),
+        ("phase.min_replay=10000000", r"phase.min_replay=10000000 is not allowed; accepted: an integer in \[0, phase.replay_size"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            build_run(compose(["+experiment=connect4_alphazero", override]), check_hardware=False)

@@ -53,7 +53,7 @@ def test_experiment_and_overrides_and_print_config(tmp_path):
     [
         (["hardware=h100"], "hardware=h100 needs a CUDA GPU"),
         (["phase.minibatch_size=999999"], "phase.minibatch_size=999999 is larger than one rollout"),
-        (["env.backend=nope"], "installed: gym"),
+        (["env.backend=nope"], "is not an installed env backend; installed: connect4, gym"),
     ],
 )
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
@@ -76,3 +76,25 @@ def test_unknown_env_lists_installed_envs(tmp_path):
 def test_multiprocess_collection(tmp_path):
     done = train(tmp_path, "debug=tiny", "env.num_workers=2", "phase.total_frames=256", "tracking=none")
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_alphazero_debug_tiny_logs_selfplay_gate_and_benchmarks(tmp_path):
+    done = train(tmp_path, "+experiment=connect4_alphazero", "debug=tiny", "seed=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/mlflow.db")
+    experiment = client.get_experiment_by_name("connect4_alphazero")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["env"] == "connect4" and run.data.tags["phase"] == "alphazero"
+    metrics = run.data.metrics
+    for key in ("loss/total", "loss/policy", "loss/value", "loss/l2", "selfplay/positions_per_s",
+                "selfplay/fill_ratio", "selfplay/evaluator_idle_fraction", "selfplay/queue_latency_p99_us",
+                "selfplay/cache_hit_rate", "gate/score", "gate/generation", "eval/win_rate_vs_mcts",
+                "eval/win_rate_vs_solver", "eval/Test_L2_R1/optimal_policy", "eval/Test_L3_R1/optimal_mcts"):
+        assert key in metrics, sorted(metrics)
+    assert metrics["selfplay/games"] == 8  # 2 iterations x 4 games
+    history = client.get_metric_history(run.info.run_id, "eval/Test_L3_R1/optimal_policy")
+    assert len(history) == 2  # every iteration
+    # checkpoints at iteration boundaries hold the gate's best network too
+    (run_dir,) = (tmp_path / "outputs" / "runs").iterdir()
+    assert (run_dir / "phase0" / "checkpoints" / "latest.pt").exists()

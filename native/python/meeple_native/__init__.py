@@ -2,7 +2,8 @@
 
 Connect Four rules (`Connect4`), an exact solver (`Solver`, `solve`, `analyze`,
 `best_moves`), PUCT Monte Carlo tree search (`MCTS`) and batched multi-threaded
-self-play (`SelfPlay`). See native/README.md for the observation planes, the
+self-play (`SelfPlay`); the riichi mahjong engine is the `mahjong` submodule (used
+through the meeple_mahjong plugin, docs/mahjong_engine.md). See native/README.md for the observation planes, the
 score convention and the self-play thread model.
 """
 
@@ -17,6 +18,7 @@ from ._core import (
     Solver,
     analyze,
     best_moves,
+    mahjong,
     solve,
 )
 
@@ -31,5 +33,6 @@ __all__ = [
     "Solver",
     "analyze",
     "best_moves",
+    "mahjong",
     "solve",
 ]

@@ -7,9 +7,21 @@ from __future__ import annotations
 
 # name -> (module with ``main(argv)``, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
+    "mahjong": (
+        "meeple.bench.mahjong",
+        "riichi mahjong engine: games/hour and decisions/s vs pymahjong and riichienv (random play)",
+    ),
     "ppo": (
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
+    ),
+    "mcts": (
+        "meeple.bench.mcts",
+        "Connect Four MCTS: native tree and rollout search vs OpenSpiel's MCTSBot, self-play queue fill",
+    ),
+    "transport": (
+        "meeple.bench.transport",
+        "env-server round trips: http vs socket vs shm vs in-process (latency percentiles, steps/s, K servers)",
     ),
     "independent": (
         "meeple.bench.independent",

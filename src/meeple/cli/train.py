@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from functools import partial
 
 import lightning as L
 import torch
@@ -14,11 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from meeple.checkpoint.session import start_checkpointing
 from meeple.config.schema import check_accelerator, validate
-from meeple.data.rollout import RolloutDataModule
-from meeple.envs.factory import env_snapshots, make_env
 from meeple.errors import MeepleError
-from meeple.nets.compile import compile_networks
-from meeple.plugins.registry import load_backend
+from meeple.phases import phase_builders
 from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
 from meeple.tracking.keys import EVAL_RETURN
 from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
@@ -28,6 +24,8 @@ log = logging.getLogger("meeple")
 # Known, harmless notices from libraries (our dataset's __len__ is exact: one worker).
 warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__` defined")
 warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\)")
+# AlphaZero keeps its frozen best network in eval mode on purpose.
+warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
 
 PHASE_INDEX = 0  # single-phase runs; multi-phase experiments number their phases
 
@@ -35,57 +33,28 @@ PHASE_INDEX = 0  # single-phase runs; multi-phase experiments number their phase
 def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     """Everything a run needs, built but not started (also used by config tests)."""
     typed = validate(cfg)
-    hw, phase = typed["hardware"], typed["phase"]
+    hw = typed["hardware"]
     if check_hardware:
         check_accelerator(hw)
-    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
 
     torch.set_num_threads(hw.torch_threads)
     torch.set_float32_matmul_precision(hw.matmul_precision)
     master = resolve_master_seed(cfg.seed)
     seeds = PhaseSeeds(master, PHASE_INDEX)
+    parts = phase_builders()[cfg.phase.name](cfg, typed, seeds)
 
-    env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
-    env_fn = partial(make_env, env_cfg)
-    # Specs come from a throwaway single env so the model is built before the collector.
-    probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
-    seed_process(seeds.seed(Component.MODEL_INIT))
-    actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
-    probe.close()
-    if hw.compile:
-        compile_networks(actor, critic)
-
-    module = instantiate(cfg.phase.module)(
-        actor,
-        critic,
-        optimizer=instantiate(cfg.phase.optimizer),
-        anneal_lr=phase.anneal_lr,
-        max_grad_norm=phase.max_grad_norm,
-        **vars(phase.loss),
-    )
-    datamodule = RolloutDataModule(
-        env_fn=env_fn,
-        seeds=seeds,
-        num_workers=int(cfg.env.num_workers),
-        num_envs=int(cfg.env.num_envs),
-        rollout_steps=phase.rollout_steps,
-        ppo_epochs=phase.ppo_epochs,
-        minibatch_size=phase.minibatch_size,
-        collector_type=cfg.collector.type,
-        env_snapshots=env_snapshots(env_cfg),
-    )
-    callbacks = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
-    rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
+    bag = {name: instantiate(node) for name, node in (cfg.callbacks or {}).items() if node is not None}
+    callbacks = {**parts.callbacks, **bag}  # the phase's own first: e.g. the gate before evaluations
     trainer_kwargs = dict(
         accelerator=hw.accelerator,
         devices=hw.devices,
         precision=hw.precision,
-        max_epochs=rollouts,
+        max_epochs=parts.max_epochs,
         callbacks=list(callbacks.values()),
         enable_progress_bar="progress" in callbacks,
     )
     return dict(
-        master_seed=master, seeds=seeds, module=module, datamodule=datamodule,
+        master_seed=master, seeds=seeds, module=parts.module, datamodule=parts.datamodule,
         callbacks=callbacks, trainer_kwargs=trainer_kwargs, typed=typed,
     )
 

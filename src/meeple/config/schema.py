@@ -75,6 +75,47 @@ class PPOPhase:
 
 
 @dataclass
+class AZGate:
+    games: int = 20
+    threshold: float = 0.55
+    num_simulations: int = 64
+    opening_moves: int = 4
+
+
+@dataclass
+class AZEval:
+    every_n_iterations: int = 1
+    agent_simulations: int = 64
+    mcts_games: int = 10
+    mcts_opponent_simulations: int = 200
+    solver_games: int = 10
+    mcts_positions: int = 100
+    benchmark_dir: str | None = None
+
+
+@dataclass
+class AlphaZeroPhase:
+    name: str
+    module: Any
+    optimizer: Any
+    game: str
+    iterations: int
+    games_per_iteration: int
+    train_steps: int
+    batch_size: int
+    replay_size: int
+    min_replay: int
+    augment_mirror: bool
+    lr: float
+    weight_decay: float
+    value_coef: float
+    max_grad_norm: float | None
+    selfplay: dict[str, Any]
+    gate: AZGate = field(default_factory=AZGate)
+    eval: AZEval = field(default_factory=AZEval)
+
+
+@dataclass
 class Transition:
     name: str
     carry_weights: bool
@@ -128,7 +169,7 @@ class DQNPhase:
     eval: DQNEval = field(default_factory=DQNEval)
 
 
-PHASE_SCHEMAS: dict[str, type] = {"ppo": PPOPhase, "dqn": DQNPhase}
+PHASE_SCHEMAS: dict[str, type] = {"ppo": PPOPhase, "alphazero": AlphaZeroPhase, "dqn": DQNPhase}
 
 
 def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
@@ -166,11 +207,13 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     phase_name = cfg.get("phase", {}).get("name")
     if phase_name not in PHASE_SCHEMAS:
         raise ConfigError(f"phase.name={phase_name!r}; accepted: {', '.join(PHASE_SCHEMAS)}")
-    phase: PPOPhase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
+    phase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
     transition: Transition = _checked(cfg, "transition", Transition)
-    if isinstance(phase, DQNPhase):
-        _check_dqn(phase)
-        return {"hardware": hw, "phase": phase, "transition": transition}
+    {"ppo": _check_ppo, "alphazero": _check_alphazero, "dqn": _check_dqn}[phase_name](cfg, phase)
+    return {"hardware": hw, "phase": phase, "transition": transition}
+
+
+def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
 
     for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
         _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
@@ -201,10 +244,43 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
             f"phase.total_frames={phase.total_frames} is less than one rollout ({frames} frames); "
             f"accepted: >= {frames}"
         )
-    return {"hardware": hw, "phase": phase, "transition": transition}
 
 
-def _check_dqn(phase: DQNPhase) -> None:
+def _check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
+    from meeple.phases.alphazero import GAMES
+
+    _require(phase.game in GAMES, "phase.game", phase.game, ", ".join(GAMES))
+    for name in ("iterations", "games_per_iteration", "train_steps", "batch_size", "replay_size"):
+        _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
+    _require(0 <= phase.min_replay <= phase.replay_size, "phase.min_replay", phase.min_replay,
+             f"an integer in [0, phase.replay_size={phase.replay_size}]")
+    _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
+    _require(phase.weight_decay >= 0, "phase.weight_decay", phase.weight_decay, "a float >= 0")
+    _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
+             phase.max_grad_norm, "null or a float > 0")
+    _require(phase.gate.games >= 0, "phase.gate.games", phase.gate.games, "an integer >= 0 (0: accept every candidate)")
+    _require(0 < phase.gate.threshold <= 1, "phase.gate.threshold", phase.gate.threshold, "a float in (0, 1]")
+    for key in ("num_simulations",):
+        _require(getattr(phase.gate, key) >= 1, f"phase.gate.{key}", getattr(phase.gate, key), "an integer >= 1")
+    _require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
+             "an integer >= 1")
+    accepted = _selfplay_options()
+    unknown = sorted(set(phase.selfplay) - accepted)
+    if unknown:
+        raise ConfigError(f"phase.selfplay.{unknown[0]} is not a self-play engine option; accepted: "
+                          f"{', '.join(sorted(accepted))}")
+
+
+def _selfplay_options() -> set[str]:
+    """Keyword options of ``meeple_native.SelfPlay`` that a config may set (from its signature line)."""
+    from meeple_native import SelfPlay
+
+    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
+    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
+    return names - {"seed", "planes_buffers"}  # set by the data module
+
+
+def _check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
     for name in ("total_env_steps", "batch_size", "buffer_size", "publish_interval", "sync_interval",
                  "write_interval", "report_interval"):
         _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")

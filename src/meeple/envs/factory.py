@@ -11,24 +11,44 @@ from meeple.plugins.registry import load_backend
 from meeple.plugins.spec import EnvSnapshots
 
 
-def make_env(env_cfg: Mapping[str, Any], *, num_envs: int, seed: int, device: str = "cpu") -> EnvBase:
+def make_env(
+    env_cfg: Mapping[str, Any],
+    *,
+    num_envs: int,
+    seed: int,
+    device: str = "cpu",
+    transport: Mapping[str, Any] | None = None,
+) -> EnvBase:
     """A seeded batch of ``num_envs`` envs from the backend named by ``env_cfg['backend']``.
 
     Adds ``episode_reward`` and ``step_count`` so returns and lengths can be read
     at done steps whatever the backend. Module-level and fed plain dicts so it
-    pickles into collector worker processes.
+    pickles into collector worker processes. ``transport`` (``conf/transport``) other
+    than ``inproc`` puts the envs in an env server (``meeple.transport.client.RemoteEnv``).
     """
-    backend = load_backend(env_cfg["backend"])
-    env = backend.make_env(env_cfg, num_envs=num_envs, device=device)
+    if is_remote(transport):
+        from meeple.transport.client import make_remote_env
+
+        env = make_remote_env(env_cfg, transport, num_envs=num_envs, device=device)
+    else:
+        backend = load_backend(env_cfg["backend"])
+        env = backend.make_env(env_cfg, num_envs=num_envs, device=device)
     env = TransformedEnv(env, Compose(RewardSum(), StepCounter()))
     env.set_seed(seed)
     return env
 
 
-def env_snapshots(env_cfg: Mapping[str, Any]) -> EnvSnapshots | None:
+def is_remote(transport: Mapping[str, Any] | None) -> bool:
+    return transport is not None and transport.get("type", "inproc") != "inproc"
+
+
+def env_snapshots(env_cfg: Mapping[str, Any], transport: Mapping[str, Any] | None = None) -> EnvSnapshots | None:
     """The backend's optional snapshot functions (exact resume), or None when it has none.
 
     They act on the backend's own env: pass ``env.base_env`` of an env from :func:`make_env`.
+    Envs behind a transport live in a server, out of reach: None.
     """
+    if is_remote(transport):
+        return None
     backend = load_backend(env_cfg["backend"])
     return backend if isinstance(backend, EnvSnapshots) else None

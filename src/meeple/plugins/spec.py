@@ -10,9 +10,10 @@ so the core never imports plugin code to compose a config).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from torchrl.envs import EnvBase
+if TYPE_CHECKING:  # env servers load backends without importing torch
+    from torchrl.envs import EnvBase
 
 
 @runtime_checkable

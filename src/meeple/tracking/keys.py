@@ -5,6 +5,25 @@ TRAIN_RETURN = "train/episode_return"
 FRAMES_PER_S = "perf/frames_per_s"
 LOSS_TOTAL = "loss/total"
 
+# AlphaZero (self-play engine, gate, Connect Four benchmarks).
+SELFPLAY_SIMS_PER_S = "selfplay/simulations_per_s"
+SELFPLAY_POSITIONS_PER_S = "selfplay/positions_per_s"
+SELFPLAY_GAMES_PER_H = "selfplay/games_per_h"
+SELFPLAY_FILL_RATIO = "selfplay/fill_ratio"
+SELFPLAY_EVALUATOR_IDLE = "selfplay/evaluator_idle_fraction"
+GATE_SCORE = "gate/score"
+GATE_ACCEPTED = "gate/accepted"
+GATE_GENERATION = "gate/generation"
+EVAL_VS_MCTS = "eval/win_rate_vs_mcts"
+EVAL_VS_SOLVER = "eval/win_rate_vs_solver"
+EVAL_SOLVER_KEPT = "eval/solver_value_kept"
+
+
+def optimal_share_key(bench: str, chooser: str, kind: str = "optimal") -> str:
+    """e.g. ``eval/Test_L2_R1/optimal_mcts``: share of ``kind`` moves chosen by ``chooser``."""
+    return f"eval/{bench}/{kind}_{chooser}"
+
+
 # Independent multi-agent runs (meeple.multiagent): one curve per agent, ``{agent}`` filled in by
 # agent_key. The un-namespaced keys above hold the mean over agents.
 AGENT_TRAIN_RETURN = "train/{agent}/episode_return"

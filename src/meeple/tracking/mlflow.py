@@ -115,6 +115,14 @@ def _ensure_sqlite_parent(uri: str) -> None:
         Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
+def _env_tag(cfg: DictConfig) -> str:
+    """The env's id or backend; phases on a native game (AlphaZero) name the game."""
+    env = OmegaConf.select(cfg, "env", default=None)
+    if env is None:
+        return str(OmegaConf.select(cfg, "phase.game", default="none"))
+    return str(env.get("id", env.backend))
+
+
 def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path | None = None,
                        continue_run_id: str | None = None) -> MLFlowLogger | None:
     """An MLFlowLogger for this run, or None when ``tracking.uri`` is null.
@@ -133,7 +141,7 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
         "seed": str(master_seed),
         "experiment": str(cfg.experiment_name),
         "hardware": str(cfg.hardware.name),
-        "env": str(cfg.env.get("id", cfg.env.backend)),
+        "env": _env_tag(cfg),
         "phase": str(cfg.phase.name),
         "meeple_version": meeple.__version__,
     }

@@ -1,0 +1,138 @@
+"""MJAI logs: the engine's logs replay cleanly; bad logs are reported with line numbers."""
+
+import json
+
+import pytest
+
+import meeple_mahjong as mj
+from meeple_mahjong import mjai, selfplay, validate
+
+
+def _game(seed=3, index=0, greedy=True, **rules):
+    g = mj.Game(**rules)
+    g.reset(seed, index)
+    g.greedy_playout(index, 0.4) if greedy else g.random_playout(index)
+    return g
+
+
+def test_engine_logs_replay_cleanly():
+    checked = 0
+    for i in range(40):
+        rules = {"east_only": True, "red_fives": False} if i % 4 == 3 else {}
+        g = _game(index=i, greedy=i % 2 == 0, **rules)
+        report = mjai.replay(g.events(), **rules)
+        assert report.ok, (i, str(report))
+        assert report.final_scores == [list(g.scores)]
+        checked += report.events
+    assert checked > 20_000
+
+
+def test_every_event_type_is_written():
+    types = set()
+    for i in range(30):
+        types |= {json.loads(e)["type"] for e in _game(seed=8, index=i).events()}
+    assert types >= {
+        "start_game", "start_kyoku", "tsumo", "dahai", "chi", "pon", "daiminkan", "ankan", "kakan",
+        "dora", "reach", "reach_accepted", "hora", "ryukyoku", "end_kyoku", "end_game",
+    }  # fmt: skip
+
+
+def _first(events, type_):
+    return next(i for i, e in enumerate(events) if json.loads(e)["type"] == type_)
+
+
+def test_bad_logs_report_the_first_bad_line():
+    events = _game().events()
+    # Malformed JSON.
+    bad = list(events)
+    bad[5] = bad[5][:-3]
+    r = mjai.replay(bad)
+    assert not r.ok and r.line == 6 and "malformed JSON" in r.message
+    # An illegal discard: a tile the seat does not hold.
+    i = _first(events, "dahai")
+    ev = json.loads(events[i])
+    hand = json.loads(events[1])["tehais"][ev["actor"]]
+    missing = next(
+        t for t in ("1m", "9p", "E", "C", "5s", "2m") if t not in hand and t != ev["pai"]
+    )
+    ev["pai"] = missing
+    bad = list(events)
+    bad[i] = json.dumps(ev)
+    r = mjai.replay(bad)
+    assert (
+        not r.ok
+        and r.line == i + 1
+        and f"illegal dahai by seat {ev['actor']}" in r.message
+        and "legal:" in r.message
+    )
+    # A win whose points differ from what the engine computes.
+    i = _first(events, "hora")
+    ev = json.loads(events[i])
+    ev["deltas"] = [d + 100 * (s == ev["actor"]) for s, d in enumerate(ev["deltas"])]
+    bad = list(events)
+    bad[i] = json.dumps(ev)
+    r = mjai.replay(bad)
+    assert not r.ok and r.line == i + 1 and "hora.deltas" in r.message
+    # Unknown fields and event types are ignored; a truncated log is reported.
+    extra = [json.dumps({**json.loads(e), "comment": "x"}) for e in events] + [
+        '{"type":"chat","text":"gg"}'
+    ]
+    assert mjai.replay(extra).ok
+    r = mjai.replay(events[:-40])
+    assert not r.ok and "ends before" in r.message
+    # Not an object / no type.
+    r = mjai.replay(['["start_game"]'])
+    assert not r.ok and r.line == 1
+
+
+def test_selfplay_and_validate_cli(tmp_path, capsys):
+    out = tmp_path / "logs"
+    assert (
+        selfplay.main(["--games", "3", "--seed", "5", "--out", str(out), "--gzip", "--verify"]) == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["games"] == 3 and summary["score_mismatches"] == 0 and summary["wins"] > 0
+    logs = sorted(out.glob("*.mjson.gz"))
+    assert len(logs) == 3
+    assert validate.main([str(p) for p in logs]) == 0
+    assert "3/3 logs replayed cleanly" in capsys.readouterr().out
+    broken = tmp_path / "broken.mjson"
+    lines = mjai.read_lines(logs[0])
+    broken.write_text("\n".join(lines[:3] + ["{oops"] + lines[3:]) + "\n")
+    assert validate.main([str(broken)]) == 1
+    assert "line 4: malformed JSON" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        selfplay.main(["--games", "0", "--out", str(out)])
+
+
+def test_mutated_logs_are_reported_never_raised():
+    # Truncated lines, dropped events and fields set to junk: replay always returns a report,
+    # a failing one carries a line number, and none is an internal error.
+    import random
+
+    base = _game(seed=1).events()
+    rng = random.Random(0)
+    junk = [None, -1, 4, 7, "5mr", "?", "X", [], ["1m"] * 14, "reach", 1e9, {"a": 1}]
+    failures = 0
+    for _ in range(200):
+        ev = list(base)
+        i = rng.randrange(len(ev))
+        r = rng.random()
+        if r < 0.3:
+            ev[i] = ev[i][: rng.randrange(len(ev[i]))]
+        elif r < 0.5:
+            del ev[i]
+        else:
+            d = json.loads(ev[i])
+            d[
+                rng.choice(
+                    ["actor", "target", "pai", "consumed", "tehais", "oya", "deltas", "scores"]
+                )
+            ] = rng.choice(junk)
+            ev[i] = json.dumps(d)
+        report = mjai.replay(ev)
+        assert not report.message.startswith("internal error"), report.message
+        if not report.ok:
+            failures += 1
+            assert report.line is not None and 1 <= report.line <= len(ev)
+    assert failures > 100  # the rest set fields an event does not have (ignored)

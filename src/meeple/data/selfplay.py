@@ -1,0 +1,191 @@
+"""The self-play -> Lightning bridge for AlphaZero.
+
+One Lightning epoch is one iteration: iterating :class:`SelfPlayDataset` plays
+``games_per_iteration`` games with the current best network through the native
+self-play engine (worker threads, batched evaluation queue), writes every position as a
+sample (planes, visit-count policy, game result from the mover's view, legal mask) into
+a TorchRL replay buffer, then yields ``train_steps`` minibatches sampled uniformly from
+the buffer. Connect Four is symmetric under a left-right mirror, so each sample can be
+stored twice (``augment_mirror``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torch.utils.data import DataLoader, IterableDataset
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.data.replay_buffers import RandomSampler
+
+from meeple.seeding import Component, PhaseSeeds
+from meeple.selfplay.evaluator import TorchEvaluator
+from meeple.tracking import keys
+from meeple_native import OBS_SHAPE, SelfPlay
+
+log = logging.getLogger(__name__)
+
+SAMPLE_KEYS = ("planes", "policy", "value", "legal")
+
+
+def samples_to_tensordict(out: dict[str, Any], mirror: bool) -> TensorDict:
+    """Self-play output as a TensorDict (no copy), plus the mirrored positions if asked."""
+    td = TensorDict({k: torch.from_numpy(out[k]) for k in SAMPLE_KEYS}, batch_size=[len(out["value"])])
+    if not mirror:
+        return td
+    flipped = TensorDict(
+        {
+            "planes": td["planes"].flip(-1),   # columns reversed
+            "policy": td["policy"].flip(-1),
+            "value": td["value"],
+            "legal": td["legal"].flip(-1),
+        },
+        batch_size=td.batch_size,
+    )
+    return torch.cat([td, flipped])
+
+
+# Engine metrics logged every iteration (native name -> logged key).
+ENGINE_METRICS = {
+    "simulations_per_s": keys.SELFPLAY_SIMS_PER_S,
+    "positions_per_s": keys.SELFPLAY_POSITIONS_PER_S,
+    "games_per_h": keys.SELFPLAY_GAMES_PER_H,
+    "mean_batch_size": "selfplay/mean_batch_size",
+    "mean_fill_ratio": keys.SELFPLAY_FILL_RATIO,
+    "queue_latency_p50_us": "selfplay/queue_latency_p50_us",
+    "queue_latency_p99_us": "selfplay/queue_latency_p99_us",
+    "evaluator_idle_fraction": keys.SELFPLAY_EVALUATOR_IDLE,
+    "cache_hit_rate": "selfplay/cache_hit_rate",
+    "collisions": "selfplay/collisions",
+    "wall_s": "selfplay/wall_s",
+}
+
+
+class SelfPlayDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        *,
+        seeds: PhaseSeeds,
+        games_per_iteration: int,
+        train_steps: int,
+        batch_size: int,
+        replay_size: int,
+        min_replay: int,
+        augment_mirror: bool,
+        engine: dict[str, Any],
+        progress: bool = True,
+    ) -> None:
+        """``engine``: keyword arguments of ``meeple_native.SelfPlay`` (workers, batch size,
+        simulations, noise, temperature, ...); the evaluator and seed come from here."""
+        super().__init__()
+        self.seeds = seeds
+        self.games_per_iteration = games_per_iteration
+        self.train_steps = train_steps
+        self.batch_size = batch_size
+        self.min_replay = min_replay
+        self.augment_mirror = augment_mirror
+        self.engine_kwargs = dict(engine)
+        self.progress = progress
+        self.generator = torch.Generator().manual_seed(seeds.seed(Component.DATA))
+        self.replay = ReplayBuffer(
+            storage=LazyTensorStorage(replay_size), sampler=RandomSampler(), batch_size=batch_size,
+            generator=self.generator,
+        )
+        self.engine: SelfPlay | None = None
+        self.evaluator: TorchEvaluator | None = None
+        self.network: Callable[[], torch.nn.Module] | None = None
+        self.iteration = 0
+        self.games = 0
+        self.positions = 0
+        self.stats: dict[str, float] = {}
+        self.last_games: dict[str, Any] = {}
+
+    def attach(self, network: Callable[[], torch.nn.Module]) -> None:
+        """``network()`` returns the net that plays self-play now (the gate's current best)."""
+        self.network = network
+
+    def _start(self) -> None:
+        net = self.network()
+        if self.evaluator is None:
+            device = next(net.parameters()).device
+            self.evaluator = TorchEvaluator(net, device)
+            buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)), OBS_SHAPE)
+            # One engine for the whole run: game ids (and their random streams) keep counting.
+            self.engine = SelfPlay(self.evaluator, seed=self.seeds.seed(Component.ENV), planes_buffers=buffers,
+                                   **self.engine_kwargs)
+        self.evaluator.net = net
+
+    def teardown(self, stage: str) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.evaluator = None
+
+    # -- one iteration -----------------------------------------------------------
+    def generate(self) -> None:
+        """Play one iteration's games (repeating until the buffer holds ``min_replay`` samples)."""
+        self._start()
+        start = time.perf_counter()
+        while True:
+            out = self.engine.run(self.games_per_iteration)
+            self.replay.extend(samples_to_tensordict(out, self.augment_mirror))
+            self.games += len(out["moves"])
+            self.positions += len(out["value"])
+            if len(self.replay) >= self.min_replay or out["metrics"].get("stopped"):
+                break
+        self.iteration += 1
+        metrics = out["metrics"]
+        winners = np.asarray(out["winner"])
+        self.last_games = {"moves": list(out["moves"]), "winner": winners}
+        self.stats = {native: float(metrics[native]) for native in ENGINE_METRICS if native in metrics}
+        self.stats = {ENGINE_METRICS[k]: v for k, v in self.stats.items()}
+        self.stats.update({
+            "selfplay/games": float(self.games),
+            "selfplay/positions": float(self.positions),
+            "selfplay/replay_size": float(len(self.replay)),
+            "selfplay/first_player_win_rate": float((winners == 0).mean()),
+            "selfplay/draw_rate": float((winners == -1).mean()),
+            "selfplay/mean_game_length": float(np.mean([len(m) for m in out["moves"]])),
+            "perf/selfplay_s": time.perf_counter() - start,
+        })
+        log.info(
+            "self-play iteration %d: %d games, %.0f positions/s, fill ratio %.2f, evaluator idle %.0f%%",
+            self.iteration, len(out["moves"]), metrics.get("positions_per_s", 0.0),
+            metrics.get("mean_fill_ratio", 0.0), 100 * metrics.get("evaluator_idle_fraction", 0.0),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(SelfPlayDataset(self), batch_size=None, collate_fn=lambda x: x)
+
+    # -- checkpoint state ----------------------------------------------------------
+    def state_dict(self) -> dict:
+        # The replay buffer is not saved (tens of MB): a resumed run refills it by self-play.
+        return {"iteration": self.iteration, "games": self.games, "positions": self.positions,
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.iteration, self.games, self.positions = state["iteration"], state["games"], state["positions"]
+        self.generator.set_state(state["generator"])
+
+
+class SelfPlayDataset(IterableDataset):
+    """Each iteration: one round of self-play into the buffer, then ``train_steps`` minibatches."""
+
+    def __init__(self, datamodule: SelfPlayDataModule) -> None:
+        self.dm = datamodule
+
+    def __len__(self) -> int:
+        return self.dm.train_steps
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        dm = self.dm
+        dm.generate()
+        device = next(dm.network().parameters()).device
+        for _ in range(dm.train_steps):
+            yield dm.replay.sample().to(device, non_blocking=True)

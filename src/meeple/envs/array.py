@@ -1,0 +1,68 @@
+"""Array-level envs: what an env server hosts.
+
+An :class:`ArrayEnv` steps a batch of envs and writes step-result records
+(:meth:`meeple.transport.protocol.Spaces.record_dtype`) into arrays it is handed, so a
+server can point it straight at a reply buffer or at shared memory. Backends may provide
+one natively (``make_array_env``: fast, and the server never imports torch); any other
+backend's TorchRL env is hosted through :class:`meeple.envs.record_env.TorchRLArrayEnv`.
+This module imports numpy only (server start-up time).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from meeple.errors import ConfigError
+from meeple.transport.protocol import Spaces
+
+
+@runtime_checkable
+class ArrayEnv(Protocol):
+    """A batch of ``spaces.num_envs`` envs writing result records in place.
+
+    ``out`` is a record array (one record per env, or ``[num_envs, num_seats]`` for
+    ``step_multi``), possibly a strided view of shared memory; write every field of every
+    record on each call (the buffer may be fresh or hold older results). ``step`` auto-resets
+    finished envs (docs/protocol.md, "Auto-reset"). Actions are already validated
+    against range and mask by the server.
+    """
+
+    spaces: Spaces
+
+    def reset(self, seed: int | None, out: np.ndarray) -> None: ...
+
+    def step(self, actions: np.ndarray, out: np.ndarray) -> None: ...
+
+    def observe(self, out: np.ndarray) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def make_array_env(env_cfg: Mapping[str, Any], num_envs: int) -> ArrayEnv:
+    """The array env for ``env_cfg``: ``env.array_env`` ("module:callable"), the backend's own
+    ``make_array_env``, or the backend's TorchRL env hosted by :class:`TorchRLArrayEnv`."""
+    target = env_cfg.get("array_env")
+    if target:
+        module, _, name = str(target).partition(":")
+        if not name:
+            raise ConfigError(f"env.array_env={target!r}; expected 'package.module:callable'")
+        try:
+            factory = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"env.array_env={target!r} cannot be loaded: {err}") from err
+        return factory(num_envs=num_envs, **dict(env_cfg.get("kwargs") or {}))
+    from meeple.plugins.registry import load_backend
+
+    backend = load_backend(env_cfg["backend"])
+    native = getattr(backend, "make_array_env", None)
+    if native is not None:
+        return native(env_cfg, num_envs=num_envs)
+    from meeple.envs.record_env import TorchRLArrayEnv
+
+    return TorchRLArrayEnv(
+        backend.make_env(env_cfg, num_envs=num_envs), name=str(env_cfg["backend"])
+    )

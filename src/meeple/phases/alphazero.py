@@ -1,0 +1,49 @@
+"""AlphaZero on a native two-player game: self-play engine -> replay buffer -> ``AlphaZeroModule``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from meeple.callbacks.alphazero import AlphaZeroGate
+from meeple.config.schema import AlphaZeroPhase
+from meeple.data.selfplay import SelfPlayDataModule
+from meeple.phases import PhaseParts
+from meeple.seeding import Component, PhaseSeeds, seed_process
+from meeple_native import OBS_SHAPE, WIDTH
+
+# Native games AlphaZero can play: name -> (planes shape, number of actions).
+GAMES = {"connect4": (tuple(OBS_SHAPE), WIDTH)}
+
+
+def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
+    phase: AlphaZeroPhase = typed["phase"]
+    planes_shape, num_actions = GAMES[phase.game]
+    seed_process(seeds.seed(Component.MODEL_INIT))
+    net = instantiate(cfg.model)(planes_shape, num_actions)
+    module = instantiate(cfg.phase.module)(
+        net,
+        optimizer=instantiate(cfg.phase.optimizer),
+        weight_decay=phase.weight_decay,
+        value_coef=phase.value_coef,
+        max_grad_norm=phase.max_grad_norm,
+    )
+    if typed["hardware"].compile:
+        # In place (state_dict keys unchanged), so the gate's weight copy still matches.
+        module.net.compile()
+        module.best.compile()
+    datamodule = SelfPlayDataModule(
+        seeds=seeds,
+        games_per_iteration=phase.games_per_iteration,
+        train_steps=phase.train_steps,
+        batch_size=phase.batch_size,
+        replay_size=phase.replay_size,
+        min_replay=phase.min_replay,
+        augment_mirror=phase.augment_mirror,
+        engine=OmegaConf.to_container(cfg.phase.selfplay, resolve=True),
+    )
+    datamodule.attach(lambda: module.best)
+    gate = AlphaZeroGate(seeds, **asdict(phase.gate))
+    return PhaseParts(module=module, datamodule=datamodule, max_epochs=phase.iterations, callbacks={"gate": gate})

@@ -1,0 +1,53 @@
+"""PPO on any env backend: collector rollouts -> ``PPOModule``."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from meeple.config.schema import PPOPhase
+from meeple.data.rollout import RolloutDataModule
+from meeple.envs.factory import env_snapshots, make_env
+from meeple.nets.compile import compile_networks
+from meeple.phases import PhaseParts
+from meeple.plugins.registry import load_backend
+from meeple.seeding import Component, PhaseSeeds, seed_process
+
+
+def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
+    phase: PPOPhase = typed["phase"]
+    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
+    env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
+    transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
+    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
+    # Specs come from a throwaway single env so the model is built before the collector.
+    probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
+    seed_process(seeds.seed(Component.MODEL_INIT))
+    actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
+    probe.close()
+    if typed["hardware"].compile:
+        compile_networks(actor, critic)
+
+    module = instantiate(cfg.phase.module)(
+        actor,
+        critic,
+        optimizer=instantiate(cfg.phase.optimizer),
+        anneal_lr=phase.anneal_lr,
+        max_grad_norm=phase.max_grad_norm,
+        **vars(phase.loss),
+    )
+    datamodule = RolloutDataModule(
+        env_fn=env_fn,
+        seeds=seeds,
+        num_workers=int(cfg.env.num_workers),
+        num_envs=int(cfg.env.num_envs),
+        rollout_steps=phase.rollout_steps,
+        ppo_epochs=phase.ppo_epochs,
+        minibatch_size=phase.minibatch_size,
+        collector_type=cfg.collector.type,
+        env_snapshots=env_snapshots(env_cfg, transport_cfg),
+    )
+    rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
+    return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts)

@@ -1,0 +1,1 @@
+"""Self-play: network evaluators for native search, players and matches, Connect Four benchmarks."""

@@ -1,0 +1,121 @@
+"""Players and matches on native Connect Four: network MCTS, pure MCTS, the exact solver.
+
+A player maps a position to a column. A match alternates colours between games and
+scores a win 1, a draw 0.5 and a loss 0 from the first player's side of the match.
+Deterministic players would replay one game over and over, so every game opens with a
+few moves sampled from the search's visit counts (``opening_temperature``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from meeple_native import MCTS, Connect4, Solver
+
+
+class MCTSPlayer:
+    """PUCT search with a network evaluator (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``."""
+
+    def __init__(
+        self,
+        evaluator: Callable | str,
+        *,
+        num_simulations: int,
+        leaves_in_flight: int = 8,
+        c_puct: float = 1.5,
+        seed: int = 0,
+    ) -> None:
+        self.evaluator = evaluator
+        self.search = MCTS(
+            num_simulations=num_simulations, c_puct=c_puct, leaves_in_flight=leaves_in_flight, seed=seed,
+            dirichlet_epsilon=0.0,
+        )
+
+    def move(self, position: Connect4, temperature: float = 0.0) -> int:
+        self.search.search(position, self.evaluator)
+        return self.search.choose_action(temperature)
+
+
+class SolverPlayer:
+    """A perfect player: one of the optimal moves (per the exact solver), picked at random."""
+
+    def __init__(self, solver: Solver, seed: int = 0) -> None:
+        self.solver = solver
+        self.rng = np.random.default_rng(seed)
+
+    def move(self, position: Connect4, temperature: float = 0.0) -> int:
+        best = self.solver.best_moves(position)
+        return int(best[self.rng.integers(len(best))])
+
+
+class RandomPlayer:
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def move(self, position: Connect4, temperature: float = 0.0) -> int:
+        legal = position.legal_moves()
+        return int(legal[self.rng.integers(len(legal))])
+
+
+def play_game(players: Sequence, start: Connect4 | None = None, opening_moves: int = 0,
+              opening_temperature: float = 1.0) -> Connect4:
+    """Play to the end; ``players[i]`` moves when ``position.to_play == i``. Returns the final position."""
+    position = start.copy() if start is not None else Connect4()
+    first_ply = position.moves_played
+    while not position.is_terminal():
+        player = players[position.to_play]
+        sample = position.moves_played - first_ply < opening_moves
+        position.play(player.move(position, opening_temperature if sample else 0.0))
+    return position
+
+
+@dataclass
+class MatchResult:
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """Win 1, draw 0.5, loss 0, averaged over the games (the "win rate" of a gate)."""
+        return (self.wins + 0.5 * self.draws) / max(self.games, 1)
+
+
+def play_match(player, opponent, games: int, *, opening_moves: int = 2, opening_temperature: float = 1.0) -> MatchResult:
+    """``games`` games, ``player`` first in the even-numbered ones; results from ``player``'s side."""
+    wins = draws = losses = 0
+    for g in range(games):
+        seat = g % 2
+        seats = (player, opponent) if seat == 0 else (opponent, player)
+        final = play_game(seats, opening_moves=opening_moves, opening_temperature=opening_temperature)
+        winner = final.winner()
+        if winner is None:
+            draws += 1
+        elif winner == seat:
+            wins += 1
+        else:
+            losses += 1
+    return MatchResult(wins, draws, losses)
+
+
+def play_from_positions(player, opponent, starts: Sequence[Connect4]) -> tuple[MatchResult, int]:
+    """``player`` moves first from each start. Returns the results and, per the solver,
+    how many games ended with at least the start's game-theoretic value (``kept``)."""
+    wins = draws = losses = 0
+    kept = 0
+    solver = Solver(tt_log2=20)
+    for start in starts:
+        value = int(np.sign(solver.solve(start)))  # side to move = player
+        final = play_game((player, opponent) if start.to_play == 0 else (opponent, player), start=start)
+        winner = final.winner()
+        outcome = 0 if winner is None else (1 if winner == start.to_play else -1)
+        wins, draws, losses = wins + (outcome == 1), draws + (outcome == 0), losses + (outcome == -1)
+        kept += outcome >= value
+    return MatchResult(wins, draws, losses), kept

@@ -1,0 +1,183 @@
+"""Client side: connect to an env server over any transport and use it as a TorchRL env.
+
+``RemoteEnv`` is a batched ``EnvBase`` (batch ``[num_envs]``): one round trip steps every
+env. With ``shm`` the records are views of the shared segment; TorchRL keeps tensors across
+steps, so ``RemoteEnv`` copies them once into each step's TensorDict (``ShmChannel`` gives
+zero-copy views to code that consumes them before the next request).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from meeple.envs.record_env import RecordEnv
+from meeple.errors import ConfigError
+from meeple.transport.launch import ServerProcess
+from meeple.transport.protocol import MsgType, ProtocolError, decode_name
+from meeple.transport.shm import ShmChannel
+from meeple.transport.socket import SocketClient
+from meeple.transport.waiting import WaitPolicy
+
+log = logging.getLogger(__name__)
+
+CLIENT_TRANSPORTS = ("socket", "http", "shm", "auto")
+
+
+class ShmClient:
+    """Control plane over the server's Unix socket, data plane through shared memory."""
+
+    transient = True
+
+    def __init__(
+        self, path: str, timeout_s: float = 30.0, policy: WaitPolicy | None = None
+    ) -> None:
+        self.control = SocketClient(path, timeout_s)
+        try:
+            name = decode_name(self.control.call(MsgType.SHM_ATTACH))
+            self.channel = ShmChannel(name, policy or WaitPolicy(timeout_s=timeout_s))
+        except BaseException:
+            self.control.sock.close()
+            raise
+        self.spaces = self.channel.spaces
+        self.server_name = self.control.server_name
+
+    def reset(self, seed: int | None) -> np.ndarray:
+        return self.channel.reset(seed)
+
+    def step(self, actions: np.ndarray) -> np.ndarray:
+        return self.channel.step(actions)
+
+    def step_multi(self, actions: np.ndarray) -> np.ndarray:
+        return self.channel.step_multi(actions)
+
+    def observe(self) -> np.ndarray:
+        return self.channel.observe()
+
+    def health(self) -> dict[str, int]:
+        return self.control.health()
+
+    def close(self) -> None:
+        self.channel.close()
+        self.control.close()
+
+
+def connect(
+    transport: str, address: str, *, timeout_s: float = 30.0, policy: WaitPolicy | None = None
+):
+    """A stepper (``reset/step/step_multi/observe/health/close``) for a running server."""
+    if transport == "socket":
+        return SocketClient(address, timeout_s)
+    if transport == "shm":
+        return ShmClient(address, timeout_s, policy)
+    if transport == "http":
+        from meeple.transport.http import HttpClient
+
+        return HttpClient(address, timeout_s)
+    if transport == "auto":
+        return _connect_auto(address, timeout_s, policy)
+    raise ConfigError(f"transport={transport!r}; accepted: {', '.join(CLIENT_TRANSPORTS)}")
+
+
+def _connect_auto(address: str, timeout_s: float, policy: WaitPolicy | None):
+    if not address.startswith("/") and ":" in address:
+        log.info(
+            "transport=auto: using http (%s is a TCP address; shm and socket need a Unix socket path)",
+            address,
+        )
+        return connect("http", address, timeout_s=timeout_s)
+    try:
+        client = ShmClient(address, timeout_s, policy)
+    except ProtocolError as err:
+        log.info("transport=auto: using socket (shm skipped: %s)", err.text)
+        return SocketClient(address, timeout_s)
+    log.info("transport=auto: using shm at %s", address)
+    return client
+
+
+class RemoteEnv(RecordEnv):
+    """A TorchRL env whose ``num_envs`` envs live in an env server (any transport).
+
+    ``server`` (optional) is a :class:`ServerProcess` this env started and stops on close.
+    """
+
+    def __init__(
+        self, stepper, device: str | torch.device = "cpu", server: ServerProcess | None = None
+    ) -> None:
+        super().__init__(stepper, device=device)
+        self.server = server
+
+    def health(self) -> dict[str, int]:
+        return self.stepper.health()
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        try:
+            super().close(raise_if_closed=raise_if_closed)
+        finally:
+            if self.server is not None:
+                self.server.stop()
+
+
+def make_remote_env(
+    env_cfg: Mapping[str, Any],
+    transport_cfg: Mapping[str, Any],
+    *,
+    num_envs: int,
+    device: str = "cpu",
+) -> RemoteEnv:
+    """A :class:`RemoteEnv` for ``conf/transport``: connect to ``address``, or start a server."""
+    transport = transport_cfg["type"]
+    if transport not in CLIENT_TRANSPORTS:
+        raise ConfigError(
+            f"transport.type={transport!r}; accepted: inproc, {', '.join(CLIENT_TRANSPORTS)}"
+        )
+    timeout_s = float(transport_cfg.get("timeout_s", 30.0))
+    policy = WaitPolicy(
+        float(transport_cfg.get("spin_us", 20.0)),
+        float(transport_cfg.get("yield_us", 200.0)),
+        timeout_s,
+    )
+    address = transport_cfg.get("address")
+    if address:
+        return RemoteEnv(
+            connect(transport, address, timeout_s=timeout_s, policy=policy), device=device
+        )
+    workers = int(transport_cfg.get("num_workers", 0))
+    # the server side of this config: waits and limits
+    extra = [
+        f"transport.{key}={transport_cfg[key]}"
+        for key in ("spin_us", "yield_us", "max_body", "timeout_s")
+        if key in transport_cfg
+    ]
+    order = ["shm", "socket", "http"] if transport == "auto" else [transport]
+    failures = []
+    for kind in order:
+        try:
+            server = ServerProcess(
+                env_cfg,
+                transport=kind,
+                num_envs=num_envs,
+                num_workers=max(workers, 1) if kind == "shm" else workers,
+                extra=extra,
+            )
+        except ConfigError as err:
+            failures.append(f"{kind}: {err}")
+            log.warning(
+                "transport=auto: %s server failed to start (%s); trying the next", kind, err
+            )
+            continue
+        try:
+            stepper = connect(kind, server.address, timeout_s=timeout_s, policy=policy)
+        except BaseException:
+            server.stop()
+            raise
+        if transport == "auto":
+            log.info(
+                "transport=auto: using %s%s", kind, f" ({'; '.join(failures)})" if failures else ""
+            )
+        return RemoteEnv(stepper, device=device, server=server)
+    raise ConfigError("no transport could start an env server: " + "; ".join(failures))

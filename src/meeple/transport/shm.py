@@ -1,0 +1,486 @@
+"""Shared-memory transport: the segment layout of docs/protocol.md section 4, its client
+(:class:`ShmChannel`) and its worker loop (:func:`worker_main`).
+
+The client writes actions into each env's slot and rings each worker's doorbell; each
+worker steps the slots it owns and writes results in place; the client reads observations
+and masks as views of the segment. No serialisation, no system call while both sides spin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mmap
+import os
+import signal
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces, round_up
+from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, futex_wake, wait_until
+
+log = logging.getLogger(__name__)
+
+SHM_MAGIC = 0x4853504D  # "MPSH"
+SHM_VERSION = 1
+SHM_DIR = "/dev/shm"
+CONTROL = struct.Struct("<IHHIIIIIIIIIIIIQ")  # 64 bytes, fields in docs/protocol.md order
+WORKER_BLOCK = 320
+ERROR_TEXT = 224
+STATE_STARTING, STATE_READY, STATE_CLOSING = 0, 1, 2
+LIVENESS_EVERY = 256  # busy peers check each other's process every this many requests
+# word (u32) offsets inside a worker block
+W_DOORBELL, W_WORKER_SLEEPING, W_ENV_ERRORS = 0, 1, 2
+W_DONE, W_CLIENT_SLEEPING, W_FIRST, W_COUNT, W_PID = 16, 17, 18, 19, 20
+W_ERROR_AT, W_STEPS_AT, W_TEXT_AT = 84, 88, 96  # byte offsets
+
+
+def segment_name(address: str) -> str:
+    """The segment of the server listening at ``address`` (stable: crash recovery finds it)."""
+    digest = hashlib.sha1(os.path.abspath(address).encode()).hexdigest()[:16]
+    return f"meeple-{digest}"
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # a zombie is dead for our purposes
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+    except PermissionError:
+        return True
+
+
+@dataclass(frozen=True)
+class Layout:
+    spaces: Spaces
+    num_workers: int
+
+    workers_offset = 64
+
+    @property
+    def spaces_offset(self) -> int:
+        return self.workers_offset + self.num_workers * WORKER_BLOCK
+
+    @property
+    def slots_offset(self) -> int:
+        return round_up(self.spaces_offset + len(self.spaces.encode()), 64)
+
+    @property
+    def records_offset(self) -> int:
+        return round_up(24 + 4 * self.spaces.num_seats, 8)
+
+    @property
+    def slot_size(self) -> int:
+        return round_up(self.records_offset + self.spaces.num_seats * self.spaces.record_size, 64)
+
+    @property
+    def size(self) -> int:
+        return self.slots_offset + self.spaces.num_envs * self.slot_size
+
+
+class Segment:
+    """A mapped segment with typed views of its control words, slots and records."""
+
+    def __init__(self, name: str, mm: mmap.mmap, layout: Layout) -> None:
+        self.name, self.mm, self.layout = name, mm, layout
+        spaces = layout.spaces
+        self.words = memoryview(mm).cast("I")
+        self.base = np.frombuffer(mm, dtype=np.uint8).ctypes.data
+        header = np.dtype(
+            {
+                "names": ["req_seq", "resp_seq", "command", "status", "flags", "seed", "actions"],
+                "formats": ["<u4", "<u4", "u1", "u1", "u1", "<u8", ("<i4", (spaces.num_seats,))],
+                "offsets": [0, 4, 8, 9, 10, 16, 24],
+                "itemsize": layout.slot_size,
+            }
+        )
+        n = spaces.num_envs
+        self.slots = np.ndarray((n,), header, buffer=mm, offset=layout.slots_offset)
+        self.records = np.ndarray(
+            (n, spaces.num_seats),
+            spaces.record_dtype(),
+            buffer=mm,
+            offset=layout.slots_offset + layout.records_offset,
+            strides=(layout.slot_size, spaces.record_size),
+        )
+
+    # -- creation / attachment --
+    @classmethod
+    def create(cls, name: str, spaces: Spaces, num_workers: int) -> Segment:
+        layout = Layout(spaces, num_workers)
+        path = os.path.join(SHM_DIR, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, layout.size)
+            mm = mmap.mmap(fd, layout.size)
+        finally:
+            os.close(fd)
+        blob = spaces.encode()
+        CONTROL.pack_into(
+            mm,
+            0,
+            SHM_MAGIC,
+            SHM_VERSION,
+            spaces.num_seats,
+            spaces.num_envs,
+            spaces.num_actions,
+            spaces.obs_bytes,
+            spaces.record_size,
+            layout.slot_size,
+            layout.slots_offset,
+            os.getpid(),
+            STATE_STARTING,
+            num_workers,
+            layout.workers_offset,
+            layout.spaces_offset,
+            len(blob),
+            0,
+        )
+        mm[layout.spaces_offset : layout.spaces_offset + len(blob)] = blob
+        return cls(name, mm, layout)
+
+    @classmethod
+    def attach(cls, name: str) -> Segment:
+        path = os.path.join(SHM_DIR, name)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError as err:
+            raise ProtocolError(
+                ErrorCode.NOT_READY, f"shared-memory segment {path} does not exist"
+            ) from err
+        try:
+            mm = mmap.mmap(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        fields = CONTROL.unpack_from(mm, 0)
+        if fields[0] != SHM_MAGIC or fields[1] != SHM_VERSION:
+            raise ProtocolError(
+                ErrorCode.VERSION,
+                f"{path}: magic 0x{fields[0]:08X} version {fields[1]}; "
+                f"expected 0x{SHM_MAGIC:08X} version {SHM_VERSION}",
+            )
+        spaces_offset, spaces_len = fields[13], fields[14]
+        spaces = Spaces.decode(mm[spaces_offset : spaces_offset + spaces_len])
+        return cls(name, mm, Layout(spaces, fields[11]))
+
+    @staticmethod
+    def read_server_pid(name: str) -> int | None:
+        try:
+            with open(os.path.join(SHM_DIR, name), "rb") as f:
+                head = f.read(CONTROL.size)
+        except FileNotFoundError:
+            return None
+        return CONTROL.unpack(head)[9] if len(head) == CONTROL.size else 0
+
+    # -- control words --
+    @property
+    def state(self) -> int:
+        return self.words[9]
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self.words[9] = value
+
+    @property
+    def server_pid(self) -> int:
+        return self.words[8]
+
+    def word(self, worker: int, index: int) -> int:
+        """Index into ``self.words`` of a worker block's u32 field."""
+        return (self.layout.workers_offset + worker * WORKER_BLOCK) // 4 + index
+
+    def address(self, word_index: int) -> int:
+        return self.base + 4 * word_index
+
+    def set_error(self, worker: int, code: int, text: str) -> None:
+        at = self.layout.workers_offset + worker * WORKER_BLOCK
+        raw = text.encode()[:ERROR_TEXT]
+        self.mm[at + W_TEXT_AT : at + W_TEXT_AT + len(raw)] = raw
+        struct.pack_into("<HH", self.mm, at + W_ERROR_AT, code, len(raw))
+
+    def error(self, worker: int) -> tuple[int, str]:
+        at = self.layout.workers_offset + worker * WORKER_BLOCK
+        code, n = struct.unpack_from("<HH", self.mm, at + W_ERROR_AT)
+        return code, bytes(self.mm[at + W_TEXT_AT : at + W_TEXT_AT + n]).decode(errors="replace")
+
+    def add_steps(self, worker: int, steps: int) -> None:
+        at = self.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
+        struct.pack_into("<Q", self.mm, at, steps)
+
+    def steps(self) -> int:
+        return sum(
+            struct.unpack_from(
+                "<Q", self.mm, self.layout.workers_offset + w * WORKER_BLOCK + W_STEPS_AT
+            )[0]
+            for w in range(self.layout.num_workers)
+        )
+
+    def env_errors(self) -> int:
+        return sum(self.words[self.word(w, W_ENV_ERRORS)] for w in range(self.layout.num_workers))
+
+    def close(self) -> None:
+        self.words.release()
+        self.slots = self.records = None
+        try:
+            self.mm.close()
+        except BufferError:  # a caller still holds a view; the mapping goes with it
+            pass
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except FileNotFoundError:
+            pass
+
+
+def sweep_stale_segments() -> list[str]:
+    """Remove every ``/dev/shm/meeple-*`` segment whose server process is dead (crash leftovers
+    at addresses nobody reuses, e.g. per-process default addresses). Returns their names."""
+    removed = []
+    for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else []:
+        if not name.startswith("meeple-"):
+            continue
+        pid = Segment.read_server_pid(name)
+        if pid and not pid_alive(pid):  # pid 0: a segment being created right now
+            unlink_segment(name)
+            removed.append(name)
+    if removed:
+        log.warning(
+            "removed %d stale shared-memory segment(s) of dead servers: %s",
+            len(removed),
+            ", ".join(removed),
+        )
+    return removed
+
+
+def unlink_segment(name: str) -> None:
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        pass
+
+
+# -- client ---------------------------------------------------------------------------------------
+
+
+class ShmChannel:
+    """Drives the workers of a segment: the client side of the shm data plane.
+
+    Results are views of the segment (``transient``: the next request overwrites them).
+    """
+
+    transient = True
+
+    def __init__(self, name: str, policy: WaitPolicy | None = None) -> None:
+        self.segment = seg = Segment.attach(name)
+        self.spaces = seg.layout.spaces
+        self.policy = policy or WaitPolicy()
+        self.workers = range(seg.layout.num_workers)
+        self._pids = [seg.words[seg.word(w, W_PID)] for w in self.workers]
+        self._doorbell = [seg.word(w, W_DOORBELL) for w in self.workers]
+        self._done = [seg.word(w, W_DONE) for w in self.workers]
+        self._worker_sleeping = [seg.word(w, W_WORKER_SLEEPING) for w in self.workers]
+        self._client_sleeping = [seg.word(w, W_CLIENT_SLEEPING) for w in self.workers]
+        self._ranges = [
+            (seg.words[seg.word(w, W_FIRST)], seg.words[seg.word(w, W_COUNT)]) for w in self.workers
+        ]
+        self._error = [seg.word(w, W_ERROR_AT // 4) for w in self.workers]
+        self._command = -1
+        self._requests = 0
+        self._budgets = [SpinBudget() for _ in self.workers]
+        self.single = seg.records[:, 0]
+        self.sync()
+
+    def sync(self) -> None:
+        """Wait out a request a previous client left in flight; continue its sequence numbers."""
+        for w in self.workers:
+            self._wait(w, self.segment.words[self._doorbell[w]])
+
+    def _alive(self, worker: int) -> str | None:
+        seg = self.segment
+        if seg.state == STATE_CLOSING:
+            return "the env server is shutting down"
+        if not pid_alive(self._pids[worker]):
+            return f"env server worker {worker} (pid {self._pids[worker]}) died"
+        if not pid_alive(seg.server_pid):
+            return f"env server (pid {seg.server_pid}) died"
+        return None
+
+    def _wait(self, worker: int, seq: int) -> None:
+        words, done, sleeping = (
+            self.segment.words,
+            self._done[worker],
+            self._client_sleeping[worker],
+        )
+
+        def set_sleeping(v: int) -> None:
+            words[sleeping] = v
+
+        try:
+            wait_until(
+                lambda: words[done],
+                lambda v: v == seq,
+                address=self.segment.address(done),
+                set_sleeping=set_sleeping,
+                policy=self.policy,
+                alive=lambda: self._alive(worker),
+                budget=self._budgets[worker],
+            )
+        except WaitTimeout as err:
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"env server worker {worker}: {err} (transport.timeout_s={self.policy.timeout_s})",
+            ) from err
+        except ConnectionError as err:
+            raise ProtocolError(ErrorCode.INTERNAL, str(err)) from err
+
+    def request(
+        self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None
+    ) -> np.ndarray:
+        seg, words = self.segment, self.segment.words
+        slots = seg.slots
+        if actions is not None:
+            slots["actions"] = actions.reshape(len(slots), -1)
+        if command == MsgType.RESET:
+            slots["flags"] = seed is not None
+            slots["seed"] = 0 if seed is None else seed % 2**64
+        if command != self._command:
+            slots["command"] = self._command = command
+        seqs = []
+        for w in self.workers:
+            seq = (words[self._doorbell[w]] + 1) & 0xFFFFFFFF
+            first, count = self._ranges[w]
+            slots["req_seq"][first : first + count] = seq
+            words[self._doorbell[w]] = seq
+            if words[self._worker_sleeping[w]]:
+                futex_wake(seg.address(self._doorbell[w]))
+            seqs.append(seq)
+        for w in self.workers:
+            self._wait(w, seqs[w])
+        self._requests += 1
+        if self._requests % LIVENESS_EVERY == 0 and not pid_alive(seg.server_pid):
+            # busy loops never reach the slow path that checks: look every so often
+            raise ProtocolError(ErrorCode.INTERNAL, f"env server (pid {seg.server_pid}) died")
+        for w in self.workers:
+            if words[self._error[w]] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
+                raise ProtocolError(*seg.error(w))
+        return seg.records if command == MsgType.STEP_MULTI else self.single
+
+    # RecordStepper interface
+    def reset(self, seed: int | None) -> np.ndarray:
+        return self.request(MsgType.RESET, seed=seed)
+
+    def step(self, actions: np.ndarray) -> np.ndarray:
+        return self.request(MsgType.STEP, actions=np.asarray(actions, dtype=np.int32))
+
+    def step_multi(self, actions: np.ndarray) -> np.ndarray:
+        return self.request(MsgType.STEP_MULTI, actions=np.asarray(actions, dtype=np.int32))
+
+    def observe(self) -> np.ndarray:
+        return self.request(MsgType.OBSERVE)
+
+    def close(self) -> None:
+        self.single = None
+        self.segment.close()
+
+
+# -- worker ---------------------------------------------------------------------------------------
+
+
+def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: WaitPolicy) -> None:
+    """A worker process: build its env slots, then serve doorbells until the server closes."""
+    from meeple.envs.array import make_array_env
+    from meeple.transport.host import EnvHost
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server handles Ctrl-C and stops us
+    seg = Segment.attach(name)
+    words = seg.words
+    first, count = words[seg.word(worker, W_FIRST)], words[seg.word(worker, W_COUNT)]
+    try:
+        env = make_array_env(env_cfg, count)
+        host = EnvHost(env, first_slot=first)
+    except Exception as err:
+        seg.set_error(
+            worker,
+            ErrorCode.INTERNAL,
+            f"worker {worker} could not build its env: {type(err).__name__}: {err}",
+        )
+        raise
+    server_pid = seg.server_pid
+    slots, records = seg.slots[first : first + count], seg.records[first : first + count]
+    single = records[:, 0]
+    doorbell, done = seg.word(worker, W_DOORBELL), seg.word(worker, W_DONE)
+    worker_sleeping, client_sleeping = (
+        seg.word(worker, W_WORKER_SLEEPING),
+        seg.word(worker, W_CLIENT_SLEEPING),
+    )
+    words[seg.word(worker, W_PID)] = os.getpid()  # ready
+
+    def set_sleeping(v: int) -> None:
+        words[worker_sleeping] = v
+
+    def alive() -> str | None:
+        if seg.state == STATE_CLOSING:
+            return "closing"
+        if os.getppid() != server_pid:
+            return "server died"
+        return None
+
+    last, last_code, served = words[doorbell], 0, 0
+    budget = SpinBudget()
+    mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
+    slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
+    try:
+        while True:
+            try:
+                seq = wait_until(
+                    lambda: words[doorbell],
+                    lambda v, last=last: v != last,
+                    address=seg.address(doorbell),
+                    set_sleeping=set_sleeping,
+                    policy=policy,
+                    alive=alive,
+                    timeout_s=float("inf"),
+                    budget=budget,
+                )
+            except ConnectionError:
+                break
+            last = seq
+            served += 1
+            if served % LIVENESS_EVERY == 0 and os.getppid() != server_pid:
+                break  # the server died while a client kept us busy
+            code, text = 0, ""
+            command = mm[head_at + 8]  # every slot of a request carries the same command
+            try:
+                if command == MsgType.STEP:
+                    host.execute(command, single, records, actions=slot_actions)
+                else:
+                    head = slots[0]
+                    seed = int(head["seed"]) if head["flags"] & 1 else None
+                    host.execute(
+                        command, single, records, seed=seed, actions=slots["actions"].copy()
+                    )
+            except ProtocolError as err:
+                code, text = int(err.code), err.text
+            except Exception as err:  # noqa: BLE001 - answered as ERROR internal
+                log.exception("worker %d failed", worker)
+                code, text = ErrorCode.INTERNAL, f"{type(err).__name__}: {err}"
+            if code or last_code:  # the common case (ok after ok) writes nothing here
+                slots["status"] = code
+                seg.set_error(worker, code, text)
+                last_code = code
+            slots["resp_seq"] = seq
+            seg.add_steps(worker, host.steps)
+            words[seg.word(worker, W_ENV_ERRORS)] = host.env_errors
+            words[done] = seq
+            if words[client_sleeping]:
+                futex_wake(seg.address(done))
+    finally:
+        env.close()

@@ -1,0 +1,159 @@
+"""AlphaZero pieces: loss, samples and their mirror, players against the exact solver, benchmarks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+import meeple_native as mn
+from meeple.errors import MeepleError
+from meeple.modules.alphazero import AlphaZeroModule, alphazero_loss
+from meeple.nets.az_resnet import AZResNet
+from meeple.selfplay.arena import (
+    MCTSPlayer,
+    RandomPlayer,
+    SolverPlayer,
+    play_from_positions,
+    play_match,
+)
+from meeple.selfplay.connect4_bench import load_benchmark, player_moves, policy_moves
+from meeple.selfplay.evaluator import TorchEvaluator
+from tests.conftest import REPO
+
+BENCH_DIR = REPO.parent / "shared" / "data" / "connect4"
+
+
+def _batch(legal, policy, value):
+    legal = torch.tensor(legal)
+    return TensorDict({"legal": legal, "policy": torch.tensor(policy, dtype=torch.float32),
+                       "value": torch.tensor(value, dtype=torch.float32)}, batch_size=[legal.shape[0]])
+
+
+def test_loss_is_cross_entropy_over_legal_moves_plus_mse_plus_l2():
+    legal = [[True, True, False, True, True, False, False]]
+    batch = _batch(legal, [[1, 0, 0, 0, 0, 0, 0]], [1.0])
+    logits = torch.zeros(1, 7)
+    logits[0, 2] = 50.0  # an illegal move's logit must not matter
+    value = torch.tensor([0.5])
+    w = [torch.full((2, 2), 0.5)]
+    out = alphazero_loss(logits, value, batch, w, weight_decay=0.1, value_coef=2.0)
+    assert out["loss/policy"].item() == pytest.approx(math.log(4))  # uniform over the 4 legal moves
+    assert out["loss/value"].item() == pytest.approx(0.25)
+    assert out["loss/l2"].item() == pytest.approx(0.1 * 4 * 0.25)
+    assert out["loss/total"].item() == pytest.approx(math.log(4) + 2 * 0.25 + 0.1)
+    # one-hot target: KL = cross-entropy (target entropy 0)
+    assert out["loss/policy_kl"].item() == pytest.approx(math.log(4))
+
+
+def test_a_training_step_moves_the_candidate_not_the_best(tmp_path):
+    torch.manual_seed(0)
+    module = AlphaZeroModule(AZResNet((3, 6, 7), 7, channels=8, blocks=1), optimizer=lambda p: torch.optim.SGD(p, lr=0.1))
+    before = {k: v.clone() for k, v in module.best.state_dict().items()}
+    planes = torch.zeros(4, 3, 6, 7)
+    planes[:, 2] = 1
+    batch = _batch([[True] * 7] * 4, [[0, 0, 0, 1, 0, 0, 0]] * 4, [1.0] * 4)
+    batch["planes"] = planes
+    opt = module.configure_optimizers()
+    logits, value = module.net(planes)
+    loss = alphazero_loss(logits, value, batch, module._decayed, 1e-4, 1.0)["loss/total"]
+    loss.backward()
+    opt.step()
+    assert any(not torch.equal(before[k], v) for k, v in module.net.state_dict().items() if "weight" in k)
+    assert all(torch.equal(before[k], v) for k, v in module.best.state_dict().items())
+    assert not any(p.requires_grad for p in module.best.parameters())
+    module.promote()
+    assert module.generation == 1
+    assert all(torch.equal(module.net.state_dict()[k], v) for k, v in module.best.state_dict().items())
+
+
+def test_mirrored_samples_equal_the_mirrored_game():
+    from meeple.data.selfplay import samples_to_tensordict
+
+    with mn.SelfPlay(None, num_simulations=16, games_per_worker=2, seed=3) as sp:
+        out = sp.run(2)
+    td = samples_to_tensordict(out, mirror=True)
+    n = len(out["value"])
+    assert td.batch_size[0] == 2 * n
+    np.testing.assert_allclose(td["policy"].sum(-1).numpy(), 1.0, rtol=1e-5)
+    assert set(np.unique(td["value"].numpy())) <= {-1.0, 0.0, 1.0}
+    # Replay game 0 in mirror image: its planes and legal masks are the flipped samples.
+    moves = out["moves"][0]
+    position = mn.Connect4()
+    planes = np.empty(mn.OBS_SHAPE, np.float32)
+    for ply, column in enumerate(moves):
+        position.encode(planes)
+        mirrored = mn.Connect4.from_moves("".join(str(8 - int(c)) for c in moves[:ply]))
+        mirror_planes = np.empty(mn.OBS_SHAPE, np.float32)
+        mirrored.encode(mirror_planes)
+        np.testing.assert_array_equal(td["planes"][n + ply].numpy(), mirror_planes)
+        np.testing.assert_array_equal(td["planes"][ply].numpy(), planes)
+        legal = np.zeros(7, bool)
+        legal[mirrored.legal_moves()] = True
+        np.testing.assert_array_equal(td["legal"][n + ply].numpy(), legal)
+        position.play(int(column) - 1)
+
+
+def test_solver_beats_random_and_perfect_play_keeps_every_value():
+    solver = mn.Solver(tt_log2=20)
+    # (From the empty board the solver needs minutes per move: games start from benchmark positions.)
+    bench = load_benchmark(BENCH_DIR / "Test_L3_R1", solver, limit=40)
+    won = [p for p, s in zip(bench.positions, bench.scores) if s > 0][:10]
+    result, _ = play_from_positions(SolverPlayer(solver, seed=1), RandomPlayer(seed=2), won)
+    assert result.wins == len(won), result
+    # Solver against solver: each game ends with the position's exact value.
+    starts = bench.positions[:20]
+    result, kept = play_from_positions(SolverPlayer(solver, 3), SolverPlayer(solver, 4), starts)
+    assert kept == len(starts)
+    assert result.wins == int((bench.scores[:20] > 0).sum())
+    assert result.draws == int((bench.scores[:20] == 0).sum())
+    # A random mover from the same positions loses some of the value.
+    _, kept_random = play_from_positions(RandomPlayer(5), SolverPlayer(solver, 6), bench.positions[:40])
+    assert kept_random < 40
+
+
+def test_pure_mcts_beats_random():
+    result = play_match(MCTSPlayer("rollout", num_simulations=200, leaves_in_flight=1, seed=1), RandomPlayer(seed=2),
+                        games=6, opening_moves=0)
+    assert result.score >= 5 / 6, result
+
+
+def test_benchmark_shares_match_the_solver():
+    solver = mn.Solver(tt_log2=20)
+    bench = load_benchmark(BENCH_DIR / "Test_L3_R1", solver, limit=60)
+    assert len(bench) == 60
+    perfect = player_moves(SolverPlayer(solver, 0), bench)
+    assert bench.shares(perfect) == (1.0, 1.0)
+    floor_optimal, floor_correct = bench.random_shares()
+    assert 0 < floor_optimal <= floor_correct < 1
+    # a network's policy choice is always a legal move
+    net = AZResNet((3, 6, 7), 7, channels=8, blocks=1)
+    moves = policy_moves(net, bench)
+    assert bench.legal[np.arange(60), moves].all()
+
+
+def test_benchmark_file_errors_name_the_line(tmp_path):
+    bad = tmp_path / "Test_L3_R1"
+    bad.write_text("112233 18\n44x3 5\n")  # first line: X wins with its 4th stone
+    with pytest.raises(MeepleError, match=r"Test_L3_R1:2: .*bad character 'x'.*expected '<moves 1-7> <score>'"):
+        load_benchmark(bad)
+    bad.write_text("112233 7\n")
+    with pytest.raises(MeepleError, match=r"Test_L3_R1:1: the solver scores '112233' 18, the file says 7"):
+        load_benchmark(bad)
+    with pytest.raises(MeepleError, match="does not exist"):
+        load_benchmark(tmp_path / "missing")
+
+
+def test_torch_evaluator_drives_native_search():
+    net = AZResNet((3, 6, 7), 7, channels=8, blocks=1)
+    net.train()
+    evaluator = TorchEvaluator(net)
+    search = mn.MCTS(num_simulations=32, leaves_in_flight=4)
+    result = search.search(mn.Connect4.from_moves("4453"), evaluator)
+    assert sum(result["visits"]) == 32 and evaluator.calls > 0
+    assert net.training  # restored after evaluating in eval mode
+    a, b = evaluator.planes_buffers(16, mn.OBS_SHAPE)
+    assert a.shape == (16, 3, 6, 7) and a.data_ptr() != b.data_ptr()
