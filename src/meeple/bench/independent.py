@@ -11,8 +11,9 @@ step after ``phase.learning_starts``):
 - ``sequential``: :func:`meeple.multiagent.sequential.run_sequential`, one process acting and
   then updating every agent in turn, with no shared memory, publish or sync.
 
-Rates are measured in steady state: from the first to the last progress report of the actor
-(process start-up, imports and the final evaluation excluded) for the topology, and over the
+Rates are measured in steady state for the topology: env steps/s between the actor's first and
+last progress reports, updates/s from the actor's first report until every learner has done its
+whole update budget (process start-up, imports and the final evaluation excluded); over the
 whole loop for the sequential baseline (which has no start-up inside its loop). Learner
 updates/s adds all agents. On a machine with fewer cores than processes the topology's
 processes share cores, so its ratio says as much about the machine as about the design: the
@@ -67,21 +68,20 @@ def measure_topology(cfg) -> dict[str, Any]:
     try:
         run.topology.start()
         run.topology.run(on_report)
-        wall = time.perf_counter() - t0
-        marks.append((time.perf_counter(), run.state.env_steps, sum(run.state.updates)))
+        t_end = time.perf_counter()
         updates = list(run.state.updates)
     finally:
         run.topology.close()
-    (ta, sa, ua), (tb, sb, ub) = marks[0], marks[-1]
-    span = max(tb - ta, 1e-9)
+    (ta, sa, ua), (tb, sb, _) = marks[0], marks[-1]
     return {
-        "env_steps": sb,
+        "env_steps": run.phase.total_env_steps,
         "updates": updates,
-        "wall_s": wall,
-        "measured_s": span,
+        "wall_s": t_end - t0,
         "first_report_s": ta - t0,  # process start-up + the first report_interval steps
-        "env_steps_per_s": (sb - sa) / span,
-        "updates_per_s": (ub - ua) / span,
+        # env steps over the actor's reports; updates until the learners finished their budget
+        "env_steps_per_s": (sb - sa) / max(tb - ta, 1e-9),
+        "updates_per_s": (sum(updates) - ua) / max(t_end - ta, 1e-9),
+        "learners_behind_at_actor_end_s": t_end - tb,
     }
 
 

@@ -23,6 +23,13 @@ from meeple.seeding import seed_process
 IDLE_S = 0.002  # sleep while waiting for data (keeps an idle learner off the CPU)
 
 
+def update_budget(env_steps: int, learning_starts: int, updates_per_step: float) -> int:
+    """Updates a learner may have done once the actor has played ``env_steps`` turns."""
+    return (
+        int((env_steps - learning_starts) * updates_per_step) if env_steps >= learning_starts else 0
+    )
+
+
 def pick_device(name: str) -> torch.device:
     """``auto``: CUDA, then MPS, then CPU; else the named device."""
     if name != "auto":

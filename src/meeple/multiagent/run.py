@@ -24,6 +24,7 @@ from meeple.envs.pettingzoo import AgentSpec, agent_specs, make_pettingzoo_env
 from meeple.errors import ConfigError
 from meeple.modules.dqn import DQNSpec, make_dqn_model
 from meeple.multiagent.evaluation import evaluate
+from meeple.multiagent.learner import update_budget
 from meeple.multiagent.shared import SharedModel, make_shared_buffer, transition_template
 from meeple.multiagent.state import Report, SharedRunState
 from meeple.multiagent.topology import IndependentTopology
@@ -141,12 +142,16 @@ def build_independent(
     targets = {
         k: v for k, v in (("actor_target", actor_target), ("learner_target", learner_target)) if v
     }
+    final_updates = update_budget(
+        phase.total_env_steps, phase.learning_starts, phase.updates_per_step
+    )
     topology = IndependentTopology(
         state,
         actor_kwargs,
         learner_kwargs,
         [a.name for a in agents],
         stop_timeout_s=phase.stop_timeout_s,
+        final_updates=final_updates,
         **targets,
     )
     return IndependentRun(

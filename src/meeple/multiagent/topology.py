@@ -110,11 +110,13 @@ class IndependentTopology:
         agent_names: Sequence[str],
         *,
         stop_timeout_s: float = 10.0,
+        final_updates: int = 0,
         actor_target: str = ACTOR_TARGET,
         learner_target: str = LEARNER_TARGET,
     ) -> None:
         self.state = state
         self.stop_timeout_s = stop_timeout_s
+        self.final_updates = final_updates  # every learner's update budget for the whole run
         self.ctx = mp.get_context("spawn")
         self.workers = [Worker("actor", actor_target, dict(actor_kwargs))] + [
             Worker(f"learner[{name}]", learner_target, dict(kw))
@@ -126,6 +128,11 @@ class IndependentTopology:
         self.started_at = 0.0
 
     # -- lifecycle --
+    @property
+    def done(self) -> bool:
+        """The actor played its budget and every learner did its updates for it."""
+        return self.finished and min(self.state.updates) >= self.final_updates
+
     @property
     def started(self) -> bool:
         return any(w.process is not None for w in self.workers)
@@ -191,8 +198,9 @@ class IndependentTopology:
     def run(
         self, on_report: Callable[[str, str, dict], None] | None = None, *, poll_s: float = POLL_S
     ) -> None:
-        """Start the workers (unless :meth:`start` did), relay reports until the actor finishes its
-        budget; raise :class:`WorkerCrashedError` if a worker crashes.
+        """Start the workers (unless :meth:`start` did), relay reports until the actor has played its
+        env steps and every learner has done its updates for them; raise
+        :class:`WorkerCrashedError` if a worker crashes.
 
         ``KeyboardInterrupt`` (Ctrl-C) stops every worker, then propagates.
         """
@@ -205,7 +213,7 @@ class IndependentTopology:
         if threading.current_thread() is threading.main_thread():
             restore = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
         try:
-            while not self.finished and not self.state.stop.is_set() and not interrupted:
+            while not self.done and not self.state.stop.is_set() and not interrupted:
                 self._dispatch(self.state.drain(timeout=poll_s), on_report)
                 if crash := self._crashed():
                     raise WorkerCrashedError(*crash)
