@@ -27,6 +27,13 @@ def test_train_yaml_has_no_experiment_default():
 def test_compose_and_instantiate(compose, experiment, hardware):
     overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
     cfg = compose(overrides)
+    if cfg.phase.name == "dqn":  # independent learners: processes, not a Lightning Trainer
+        from meeple.multiagent.run import build_independent
+
+        run = build_independent(cfg)
+        assert len(run.agents) >= 2 and len(run.state.models) == len(run.state.buffers) == len(run.agents)
+        run.topology.close()  # never started: releases the shared primitives
+        return
     parts = build_run(cfg, check_hardware=False)
     kwargs = dict(parts["trainer_kwargs"])
     assert kwargs["max_epochs"] >= 1

@@ -28,5 +28,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "packed-frame pipeline: env step+render (Warp vs torch), LUT unpack vs copy, diff-LUT reward, "
         "sync vs async PPO",
     ),
+    "independent": (
+        "meeple.bench.independent",
+        "Independent DQN agents: env steps/s and updates/s, multi-process topology vs one sequential loop",
+    ),
 }
 BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias

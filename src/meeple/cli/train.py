@@ -59,8 +59,37 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True) -> dict:
     )
 
 
+def train_multiagent(cfg: DictConfig) -> dict[str, float]:
+    """Independent learners (phase=dqn): processes, not a Lightning Trainer (docs/multiagent.md)."""
+    from meeple.multiagent.run import train_independent  # spawn workers import only what they need
+
+    master = resolve_master_seed(cfg.seed)
+    logger = make_mlflow_logger(cfg, master_seed=master)
+    if logger is not None:
+        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
+    status = "FAILED"
+    try:
+        metrics = train_independent(cfg, logger=logger)
+        status = "FINISHED"
+    except KeyboardInterrupt:  # Ctrl-C: every worker has been stopped by now
+        status = "KILLED"
+        print("meeple: stopped by request; every worker process has ended", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        if logger is not None:
+            logger.finalize(status)
+    return metrics
+
+
+# phase.name -> how a run of that phase trains (the default: Lightning, below)
+PHASE_RUNNERS = {"dqn": train_multiagent}
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train as configured; return the final value of every logged metric."""
+    if (runner := PHASE_RUNNERS.get(OmegaConf.select(cfg, "phase.name"))) is not None:
+        return runner(cfg)
     seed_origin = "from config" if cfg.seed is not None else "drawn from os.urandom"
     # Run directory + what to resume from; pins cfg.seed to the run's master seed.
     session = start_checkpointing(cfg, phase=PHASE_INDEX)

@@ -22,3 +22,23 @@ EVAL_SOLVER_KEPT = "eval/solver_value_kept"
 def optimal_share_key(bench: str, chooser: str, kind: str = "optimal") -> str:
     """e.g. ``eval/Test_L2_R1/optimal_mcts``: share of ``kind`` moves chosen by ``chooser``."""
     return f"eval/{bench}/{kind}_{chooser}"
+
+
+# Independent multi-agent runs (meeple.multiagent): one curve per agent, ``{agent}`` filled in by
+# agent_key. The un-namespaced keys above hold the mean over agents.
+AGENT_TRAIN_RETURN = "train/{agent}/episode_return"
+AGENT_EVAL_RETURN = "eval/{agent}/episode_return"
+AGENT_RANDOM_RETURN = "eval/{agent}/random_return"
+AGENT_LOSS = "loss/{agent}/td"
+AGENT_UPDATES_PER_S = "perf/{agent}/updates_per_s"
+AGENT_POLICY_LAG = (
+    "perf/{agent}/policy_lag"  # learner version minus the actor's local copy's version
+)
+RANDOM_RETURN = "eval/random_return"
+EPSILON = "train/epsilon"
+ENV_STEPS_PER_S = "perf/env_steps_per_s"
+
+
+def agent_key(template: str, agent: str) -> str:
+    """The metric key of ``agent`` for one of the ``AGENT_*`` templates."""
+    return template.format(agent=agent)
