@@ -21,12 +21,13 @@ def native_threads() -> int:
 
 
 def threads_back_to(before: int, timeout: float = 2.0) -> bool:
-    """True once the process has `before` threads again (a joined Python thread
-    may take a moment to leave the OS thread list; run() joins its workers)."""
+    """True once the process has at most `before` threads again (a joined thread may take a
+    moment to leave the OS thread list; run() joins its workers). "At most": in the full
+    suite, background threads of earlier tests (MLflow, torch, servers) may end meanwhile."""
     deadline = time.monotonic() + timeout
-    while native_threads() != before and time.monotonic() < deadline:
+    while native_threads() > before and time.monotonic() < deadline:
         time.sleep(0.01)
-    return native_threads() == before
+    return native_threads() <= before
 
 
 class Evaluator:
