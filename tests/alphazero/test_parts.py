@@ -102,16 +102,17 @@ def test_solver_beats_random_and_perfect_play_keeps_every_value():
     # (From the empty board the solver needs minutes per move: games start from benchmark positions.)
     bench = load_benchmark(BENCH_DIR / "Test_L3_R1", solver, limit=40)
     won = [p for p, s in zip(bench.positions, bench.scores) if s > 0][:10]
-    result, _ = play_from_positions(SolverPlayer(solver, seed=1), RandomPlayer(seed=2), won)
+    result, _ = play_from_positions(SolverPlayer(solver, seed=1), RandomPlayer(seed=2), won, [1] * len(won))
     assert result.wins == len(won), result
     # Solver against solver: each game ends with the position's exact value.
     starts = bench.positions[:20]
-    result, kept = play_from_positions(SolverPlayer(solver, 3), SolverPlayer(solver, 4), starts)
+    result, kept = play_from_positions(SolverPlayer(solver, 3), SolverPlayer(solver, 4), starts, bench.scores[:20])
     assert kept == len(starts)
     assert result.wins == int((bench.scores[:20] > 0).sum())
     assert result.draws == int((bench.scores[:20] == 0).sum())
     # A random mover from the same positions loses some of the value.
-    _, kept_random = play_from_positions(RandomPlayer(5), SolverPlayer(solver, 6), bench.positions[:40])
+    _, kept_random = play_from_positions(RandomPlayer(5), SolverPlayer(solver, 6), bench.positions[:40],
+                                         bench.scores[:40])
     assert kept_random < 40
 
 

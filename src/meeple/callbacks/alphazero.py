@@ -141,7 +141,7 @@ class Connect4Benchmark(L.Callback):
             not_lost = np.flatnonzero(l2.scores >= 0)  # the agent, to move, does not lose
             picks = rng.choice(not_lost, size=min(self.solver_games, len(not_lost)), replace=False)
             result, kept = play_from_positions(agent, SolverPlayer(self._solver, seed=next(self._seeds)),
-                                               [l2.positions[i] for i in picks])
+                                               [l2.positions[i] for i in picks], l2.scores[picks])
             metrics[keys.EVAL_VS_SOLVER] = result.score
             metrics[keys.EVAL_SOLVER_KEPT] = kept / max(result.games, 1)
         for bench in self.benches:
@@ -149,11 +149,9 @@ class Connect4Benchmark(L.Callback):
             metrics[keys.optimal_share_key(bench.name, "policy")] = optimal
             metrics[keys.optimal_share_key(bench.name, "policy", "correct")] = correct
             if self.mcts_positions:
-                n = min(self.mcts_positions, len(bench))
-                sub = np.arange(n)
-                moves = player_moves(agent, bench, n)
-                metrics[keys.optimal_share_key(bench.name, "mcts")] = float(bench.optimal[sub, moves].mean())
-                metrics[keys.optimal_share_key(bench.name, "mcts", "correct")] = float(bench.correct[sub, moves].mean())
+                optimal, correct = bench.shares(player_moves(agent, bench, self.mcts_positions))
+                metrics[keys.optimal_share_key(bench.name, "mcts")] = optimal
+                metrics[keys.optimal_share_key(bench.name, "mcts", "correct")] = correct
             floor, _ = bench.random_shares()
             metrics[keys.optimal_share_key(bench.name, "random")] = floor
         metrics["perf/eval_s"] = time.perf_counter() - start

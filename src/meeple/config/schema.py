@@ -85,23 +85,12 @@ class PackedStop:
 
 
 @dataclass
-class PackedPPOPhase:
+class PackedPPOPhase(PPOPhase):
     """PPO on a packed-frame env (meeple.data.packed_rollout): sync or async double-buffered."""
 
-    name: str
-    module: Any
-    optimizer: Any
-    rollout_steps: int
-    total_frames: int
-    ppo_epochs: int
-    minibatch_size: int
-    lr: float
-    anneal_lr: bool
-    max_grad_norm: float | None
     mode: str = "sync"
     max_policy_lag: int = 1
     loss: PackedPPOLoss = field(default_factory=PackedPPOLoss)
-    eval: Eval = field(default_factory=Eval)
     stop: PackedStop = field(default_factory=PackedStop)
 
 
@@ -299,8 +288,8 @@ def _check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              phase.max_grad_norm, "null or a float > 0")
     _require(phase.gate.games >= 0, "phase.gate.games", phase.gate.games, "an integer >= 0 (0: accept every candidate)")
     _require(0 < phase.gate.threshold <= 1, "phase.gate.threshold", phase.gate.threshold, "a float in (0, 1]")
-    for key in ("num_simulations",):
-        _require(getattr(phase.gate, key) >= 1, f"phase.gate.{key}", getattr(phase.gate, key), "an integer >= 1")
+    _require(phase.gate.num_simulations >= 1, "phase.gate.num_simulations", phase.gate.num_simulations,
+             "an integer >= 1")
     _require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
              "an integer >= 1")
     accepted = _selfplay_options()

@@ -143,8 +143,7 @@ class SelfPlayDataModule(L.LightningDataModule):
         metrics = out["metrics"]
         winners = np.asarray(out["winner"])
         self.last_games = {"moves": list(out["moves"]), "winner": winners}
-        self.stats = {native: float(metrics[native]) for native in ENGINE_METRICS if native in metrics}
-        self.stats = {ENGINE_METRICS[k]: v for k, v in self.stats.items()}
+        self.stats = {key: float(metrics[native]) for native, key in ENGINE_METRICS.items() if native in metrics}
         self.stats.update({
             "selfplay/games": float(self.games),
             "selfplay/positions": float(self.positions),

@@ -40,6 +40,15 @@ class RolloutModule(L.LightningModule):
             self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
         optimizer.step()
 
+    def with_linear_anneal(self, optimizer: torch.optim.Optimizer, anneal: bool):
+        """``optimizer`` alone, or with its learning rate decayed linearly to zero over the run
+        (stepped once per epoch, i.e. per rollout; see ``on_train_epoch_end``)."""
+        if not anneal:
+            return optimizer
+        epochs = max(int(self.trainer.max_epochs or 1), 1)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda e: max(1.0 - e / epochs, 0.0))
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
+
     def accumulate(self, metrics: dict[str, torch.Tensor]) -> None:
         """Add one minibatch's scalar metrics (no host sync, no logger call)."""
         for key, value in metrics.items():

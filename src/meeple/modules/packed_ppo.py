@@ -148,14 +148,7 @@ class PackedPPOModule(RolloutModule):
         self.live["loss"] = loss.detach()
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.net.parameters())
-        if not self.anneal_lr:
-            return optimizer
-        rollouts = max(int(self.trainer.max_epochs or 1), 1)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda r: max(1.0 - r / rollouts, 0.0)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": schedule}
+        return self.with_linear_anneal(self.optimizer_factory(self.net.parameters()), self.anneal_lr)
 
     def on_train_start(self) -> None:
         report = getattr(self.trainer.datamodule, "memory_report", None)

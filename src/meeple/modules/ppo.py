@@ -82,10 +82,4 @@ class PPOModule(RolloutModule):
         self.live["loss"] = loss.detach()
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.loss_module.parameters())
-        if not self.anneal_lr:
-            return optimizer
-        rollouts = max(int(self.trainer.max_epochs or 1), 1)
-        # Linear decay to zero over the run, stepped once per rollout.
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda r: max(1.0 - r / rollouts, 0.0))
-        return {"optimizer": optimizer, "lr_scheduler": schedule}
+        return self.with_linear_anneal(self.optimizer_factory(self.loss_module.parameters()), self.anneal_lr)

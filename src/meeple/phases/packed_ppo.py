@@ -9,6 +9,7 @@ from meeple.data.packed_rollout import PackedRolloutDataModule
 from meeple.envs.packed_env import PackedEnv
 from meeple.errors import ConfigError
 from meeple.phases import PhaseParts
+from meeple.phases.ppo import build_ppo_module
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 
@@ -35,13 +36,7 @@ def build_packed_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePa
         )
     seed_process(seeds.seed(Component.MODEL_INIT))
     net = instantiate(cfg.model)(probe.frames_per_obs, probe.num_actions)
-    module = instantiate(cfg.phase.module)(
-        net,
-        optimizer=instantiate(cfg.phase.optimizer),
-        anneal_lr=phase.anneal_lr,
-        max_grad_norm=phase.max_grad_norm,
-        **vars(phase.loss),
-    )
+    module = build_ppo_module(cfg, phase, net)
     datamodule = PackedRolloutDataModule(
         env_factory=env_factory,
         seeds=seeds,

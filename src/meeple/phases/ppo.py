@@ -16,6 +16,17 @@ from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 
+def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks):
+    """``phase.module`` around ``networks`` with the optimiser, LR schedule, clipping and loss terms."""
+    return instantiate(cfg.phase.module)(
+        *networks,
+        optimizer=instantiate(cfg.phase.optimizer),
+        anneal_lr=phase.anneal_lr,
+        max_grad_norm=phase.max_grad_norm,
+        **vars(phase.loss),
+    )
+
+
 def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     phase: PPOPhase = typed["phase"]
     load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
@@ -30,14 +41,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     if typed["hardware"].compile:
         compile_networks(actor, critic)
 
-    module = instantiate(cfg.phase.module)(
-        actor,
-        critic,
-        optimizer=instantiate(cfg.phase.optimizer),
-        anneal_lr=phase.anneal_lr,
-        max_grad_norm=phase.max_grad_norm,
-        **vars(phase.loss),
-    )
+    module = build_ppo_module(cfg, phase, actor, critic)
     datamodule = RolloutDataModule(
         env_fn=env_fn,
         seeds=seeds,

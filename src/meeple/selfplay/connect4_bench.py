@@ -33,7 +33,8 @@ class BenchmarkSet:
         return len(self.positions)
 
     def shares(self, moves: np.ndarray) -> tuple[float, float]:
-        """(optimal share, correct share) of one chosen column per position."""
+        """(optimal share, correct share) of one chosen column per position, for the first
+        ``len(moves)`` positions."""
         rows = np.arange(len(moves))
         return float(self.optimal[rows, moves].mean()), float(self.correct[rows, moves].mean())
 
