@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bind_parts.hpp"
 #include "game.hpp"
 #include "score.hpp"
 #include "shanten.hpp"
@@ -412,6 +413,9 @@ void register_mahjong(nb::module_& parent) {
       "kazoe_yakuman"_a = true, "kiriage"_a = false,
       "Score a win. Tiles are 136 ids; melds are (type, tiles) with type chi/pon/daiminkan/ankan/kakan.\n"
       "Returns a dict: ok, error, han, fu, yakuman, yaku [(name, han)], dora, aka, ura, limit, payment.");
+  register_encode(m);
+  register_bots(m);
+  register_batch(m);
 }
 
 }  // namespace meeple::mj
