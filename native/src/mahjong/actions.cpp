@@ -49,17 +49,16 @@ int action_index(const Action& a, bool red_fives) {
   throw std::invalid_argument("unknown action type");
 }
 
-int legal_mask(const Game& g, int seat, uint8_t* mask, std::vector<Action>* lookup) {
+int legal_mask(const Game& g, int seat, uint8_t* mask, Action* lookup) {
   for (int i = 0; i < kNumActions; ++i) mask[i] = 0;
   const bool red = g.rules().scoring.red_fives;
   int n = 0;
-  if (lookup) lookup->assign(kNumActions, Action{});
   for (const Action& a : g.legal_actions(seat)) {
     const int i = action_index(a, red);
     if (mask[i]) throw std::logic_error("two legal actions share index " + std::to_string(i) + ": " + a.to_string());
     mask[i] = 1;
     ++n;
-    if (lookup) (*lookup)[i] = a;
+    if (lookup) lookup[i] = a;
   }
   return n;
 }

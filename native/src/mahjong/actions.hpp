@@ -34,8 +34,8 @@ int tile_class(int tile, bool red_fives);
 int action_index(const Action& a, bool red_fives);
 
 // Legal actions of `seat` (empty when it need not act) as a mask of kNumActions bytes
-// (1 legal, 0 not) in `mask`; `lookup[i]` gets the engine action of each legal index.
-// Returns the number of legal actions.
-int legal_mask(const Game& g, int seat, uint8_t* mask, std::vector<Action>* lookup = nullptr);
+// (1 legal, 0 not) in `mask`; `lookup` (kNumActions entries, or null) gets the engine
+// action of each legal index. Returns the number of legal actions.
+int legal_mask(const Game& g, int seat, uint8_t* mask, Action* lookup = nullptr);
 
 }  // namespace meeple::mj

@@ -1,5 +1,160 @@
+// Bindings of the action space and the batch simulator (meeple_native.mahjong).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+#include "actions.hpp"
+#include "batch.hpp"
 #include "bind_parts.hpp"
+#include "encode.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
 
 namespace meeple::mj {
-void register_batch(nanobind::module_&) {}
+namespace {
+
+template <typename T>
+using Array = nb::ndarray<T, nb::c_contig, nb::device::cpu>;
+
+// Checks a caller array's shape; the message names the array, what came and what fits.
+template <typename T>
+T* checked(const char* name, Array<T>& a, std::initializer_list<size_t> shape, const char* dtype) {
+  bool ok = a.ndim() == shape.size();
+  size_t i = 0;
+  for (size_t n : shape) ok = ok && a.shape(i++) == n;
+  if (!ok) {
+    std::string want = "(", got = "(";
+    for (size_t n : shape) want += std::to_string(n) + ",";
+    for (size_t k = 0; k < a.ndim(); ++k) got += std::to_string(a.shape(k)) + ",";
+    throw nb::value_error((std::string(name) + ": expected a C-contiguous " + dtype + " CPU array of shape " + want +
+                           ") , got shape " + got + ")")
+                              .c_str());
+  }
+  return a.data();
+}
+
+template <typename T>
+T* optional_out(const char* name, std::optional<Array<T>>& a, size_t slots, const char* dtype) {
+  return a ? checked(name, *a, {slots}, dtype) : nullptr;
+}
+
+}  // namespace
+
+void register_batch(nb::module_& m) {
+  m.attr("NUM_ACTIONS") = kNumActions;
+  m.attr("PASS_ACTION") = kPassAction;
+  m.def("action_index", [](const Action& a, bool red_fives) { return action_index(a, red_fives); }, "action"_a,
+        "red_fives"_a = true, "Index of an engine action in the fixed 155-action space (docs/mahjong_encoding.md).");
+  m.def(
+      "legal_mask",
+      [](const Game& g, int seat) {
+        if (seat < 0 || seat > 3) throw nb::value_error(("seat must be in 0..3, got " + std::to_string(seat)).c_str());
+        auto* mask = new uint8_t[kNumActions];
+        nb::capsule owner(mask, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+        legal_mask(g, seat, mask);
+        return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(mask, {static_cast<size_t>(kNumActions)}, owner);
+      },
+      "game"_a, "seat"_a, "The seat's legal actions now as a uint8 mask over the 155 action indices.");
+  m.def(
+      "action_from_index",
+      [](const Game& g, int seat, int index) {
+        if (index < 0 || index >= kNumActions)
+          throw nb::value_error(("action index must be in [0, 155), got " + std::to_string(index)).c_str());
+        std::array<uint8_t, kNumActions> mask;
+        std::array<Action, kNumActions> lookup;
+        legal_mask(g, seat, mask.data(), lookup.data());
+        if (!mask[index]) throw nb::value_error(("action index " + std::to_string(index) + " is not legal for seat " +
+                                                 std::to_string(seat) + " now")
+                                                    .c_str());
+        return lookup[index];
+      },
+      "game"_a, "seat"_a, "index"_a, "The engine action of a legal action index.");
+
+  nb::class_<BatchSim>(m, "BatchSim",
+                       "B tables stepped together: learner seats act from Python, the other seats are native bots.\n"
+                       "See docs/mahjong_env.md.")
+      .def(
+          "__init__",
+          [](BatchSim* self, int num_tables, const Game& rules, uint64_t session_seed, std::vector<int> learner_seats,
+             std::vector<std::string> bots, int threads, double score_scale, std::array<float, 4> rank_reward) {
+            BatchConfig cfg;
+            cfg.num_tables = num_tables, cfg.rules = rules.rules(), cfg.session_seed = session_seed;
+            cfg.learner_seats = std::move(learner_seats), cfg.threads = threads;
+            cfg.score_scale = score_scale, cfg.rank_reward = rank_reward;
+            if (bots.size() != 4)
+              throw nb::value_error(("bots: one name per seat (4, learner seats' ignored), got " +
+                                     std::to_string(bots.size()))
+                                        .c_str());
+            for (int s = 0; s < 4; ++s) cfg.bots[s] = bot_from_name(bots[s]);
+            new (self) BatchSim(std::move(cfg));
+          },
+          "num_tables"_a, "rules"_a, nb::kw_only(), "session_seed"_a = 0, "learner_seats"_a = std::vector<int>{0},
+          "bots"_a = std::vector<std::string>{"rule", "rule", "rule", "rule"}, "threads"_a = 1,
+          "score_scale"_a = 1e-4, "rank_reward"_a = std::array<float, 4>{0.9f, 0.45f, 0.0f, -1.35f},
+          "`rules` is a Game whose rule options every table uses.")
+      .def_prop_ro("num_tables", &BatchSim::num_tables)
+      .def_prop_ro("num_slots", &BatchSim::num_slots)
+      .def_prop_ro("learner_seats", [](const BatchSim& b) { return b.config().learner_seats; })
+      .def_prop_ro("games_finished", &BatchSim::games_finished)
+      .def_prop_ro("decisions", &BatchSim::decisions)
+      .def("game", [](const BatchSim& b, int t) { return Game(b.game(t)); }, "table"_a,
+           "A copy of a table's game (for inspection).")
+      .def(
+          "reset",
+          [](BatchSim& b, std::optional<Array<const uint8_t>> reset, Array<float> obs, Array<uint8_t> mask,
+             std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
+             std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
+             std::optional<Array<float>> oracle) {
+            const size_t n = b.num_slots();
+            BatchOut out;
+            const uint8_t* r = reset ? checked("reset", *reset, {static_cast<size_t>(b.num_tables())}, "uint8/bool") : nullptr;
+            out.obs = checked("obs", obs, {n, size_t{kPublicPlanes}, size_t{kPlaneWidth}}, "float32");
+            out.mask = checked("mask", mask, {n, size_t{kNumActions}}, "uint8/bool");
+            out.active = optional_out("active", active, n, "uint8/bool");
+            out.reward = optional_out("reward", reward, n, "float32");
+            out.done = optional_out("done", done, n, "uint8/bool");
+            out.rank = optional_out("rank", rank, n, "int8");
+            out.score = optional_out("score", score, n, "int32");
+            out.oracle = oracle ? checked("oracle", *oracle, {n, size_t{kOraclePlanes}, size_t{kPlaneWidth}}, "float32")
+                                : nullptr;
+            nb::gil_scoped_release release;
+            b.reset(r, out);
+          },
+          "reset"_a.none(), "obs"_a, "mask"_a, nb::kw_only(), "active"_a = nb::none(), "reward"_a = nb::none(),
+          "done"_a = nb::none(), "rank"_a = nb::none(), "score"_a = nb::none(), "oracle"_a = nb::none(),
+          "Start the next game at the tables where reset[t] (all if None); write every slot into the arrays.")
+      .def(
+          "step",
+          [](BatchSim& b, Array<const int64_t> actions, Array<float> obs, Array<uint8_t> mask,
+             std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
+             std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
+             std::optional<Array<float>> oracle) {
+            const size_t n = b.num_slots();
+            BatchOut out;
+            const int64_t* a = checked("actions", actions, {n}, "int64");
+            out.obs = checked("obs", obs, {n, size_t{kPublicPlanes}, size_t{kPlaneWidth}}, "float32");
+            out.mask = checked("mask", mask, {n, size_t{kNumActions}}, "uint8/bool");
+            out.active = optional_out("active", active, n, "uint8/bool");
+            out.reward = optional_out("reward", reward, n, "float32");
+            out.done = optional_out("done", done, n, "uint8/bool");
+            out.rank = optional_out("rank", rank, n, "int8");
+            out.score = optional_out("score", score, n, "int32");
+            out.oracle = oracle ? checked("oracle", *oracle, {n, size_t{kOraclePlanes}, size_t{kPlaneWidth}}, "float32")
+                                : nullptr;
+            nb::gil_scoped_release release;
+            b.step(a, out);
+          },
+          "actions"_a, "obs"_a, "mask"_a, nb::kw_only(), "active"_a = nb::none(), "reward"_a = nb::none(),
+          "done"_a = nb::none(), "rank"_a = nb::none(), "score"_a = nb::none(), "oracle"_a = nb::none(),
+          "Play actions[slot] at every active slot, advance every table to its next learner decision, write\n"
+          "every slot. The GIL is released while tables step on the thread pool.");
+}
+
 }  // namespace meeple::mj

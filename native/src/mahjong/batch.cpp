@@ -1,0 +1,236 @@
+#include "batch.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "encode.hpp"
+
+namespace meeple::mj {
+
+BatchSim::BatchSim(BatchConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.num_tables < 1) throw std::invalid_argument("num_tables must be >= 1, got " + std::to_string(cfg_.num_tables));
+  if (cfg_.learner_seats.empty() || cfg_.learner_seats.size() > 4)
+    throw std::invalid_argument("learner_seats must name 1 to 4 seats");
+  for (size_t i = 0; i < cfg_.learner_seats.size(); ++i) {
+    const int s = cfg_.learner_seats[i];
+    if (s < 0 || s > 3) throw std::invalid_argument("learner seat " + std::to_string(s) + " not in 0..3");
+    if (slot_of_seat_[s] >= 0) throw std::invalid_argument("learner seat " + std::to_string(s) + " given twice");
+    slot_of_seat_[s] = static_cast<int>(i);
+  }
+  if (cfg_.threads < 1) throw std::invalid_argument("threads must be >= 1, got " + std::to_string(cfg_.threads));
+  tables_.reserve(cfg_.num_tables);
+  for (int t = 0; t < cfg_.num_tables; ++t) {
+    tables_.push_back(Table{Game(cfg_.rules)});
+    tables_.back().game.set_record_events(false);
+    tables_.back().finished = true;  // nothing to step before the first reset
+  }
+  const size_t slots = static_cast<size_t>(num_slots());
+  active_.assign(slots, 0);
+  legal_.resize(slots);
+  lookup_.resize(slots);
+  const int extra = std::min(cfg_.threads, cfg_.num_tables) - 1;  // the caller's thread works too
+  for (int i = 0; i < extra; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+BatchSim::~BatchSim() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_job_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+uint64_t BatchSim::games_finished() const {
+  uint64_t n = 0;
+  for (const Table& t : tables_) n += t.games_finished;
+  return n;
+}
+
+uint64_t BatchSim::decisions() const {
+  uint64_t n = 0;
+  for (const Table& t : tables_) n += t.decisions;
+  return n;
+}
+
+void BatchSim::start_game(int t) {
+  Table& tb = tables_[t];
+  tb.game_index = (static_cast<uint64_t>(t) << 32) | tb.games_started++;
+  tb.game.reset(cfg_.session_seed, tb.game_index);
+  // Bot streams keyed by seat (not by player), so rotating players replays the same games.
+  for (int s = 0; s < 4; ++s)
+    tb.rng[s] = SplitMix64(hand_key(cfg_.session_seed ^ 0xB0B5EEDull, tb.game_index, 0x100u + s, 0));
+  tb.last_score = tb.game.scores();
+  tb.finished = false;
+  advance(t);
+}
+
+void BatchSim::advance(int t) {
+  Table& tb = tables_[t];
+  Game& g = tb.game;
+  while (!g.is_done()) {
+    int bot_seat = -1;
+    for (int s : g.pending())
+      if (slot_of_seat_[s] < 0) {
+        bot_seat = s;
+        break;
+      }
+    if (bot_seat < 0) return;  // only learner seats are to act
+    g.step(bot_seat, bot_action(cfg_.bots[bot_seat], g, bot_seat, tb.rng[bot_seat]));
+    ++tb.decisions;
+  }
+}
+
+void BatchSim::write(int t, const BatchOut& out, bool ended) {
+  Table& tb = tables_[t];
+  const Game& g = tb.game;
+  const int L = static_cast<int>(cfg_.learner_seats.size());
+  const std::array<int, 4>& scores = g.scores();
+  std::array<int, 4> rank_of{-1, -1, -1, -1};
+  if (ended) {
+    std::array<int, 4> order{0, 1, 2, 3};
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+    for (int r = 0; r < 4; ++r) rank_of[order[r]] = r;
+  }
+  const std::vector<int> pending = ended ? std::vector<int>{} : g.pending();
+  for (int i = 0; i < L; ++i) {
+    const int seat = cfg_.learner_seats[i];
+    const size_t slot = static_cast<size_t>(t) * L + i;
+    uint8_t* mask = out.mask + slot * kNumActions;
+    const bool act = std::find(pending.begin(), pending.end(), seat) != pending.end();
+    active_[slot] = act;
+    if (act) {
+      legal_mask(g, seat, legal_[slot].data(), lookup_[slot].data());
+      std::copy(legal_[slot].begin(), legal_[slot].end(), mask);
+    } else {
+      legal_[slot].fill(0);
+      std::fill(mask, mask + kNumActions, uint8_t{0});
+      mask[kPassAction] = 1;  // the no-op of a seat that need not act
+    }
+    encode_public(g, seat, out.obs + slot * kPublicPlanes * kPlaneWidth);
+    if (out.oracle) encode_oracle(g, seat, out.oracle + slot * kOraclePlanes * kPlaneWidth);
+    if (out.active) out.active[slot] = act;
+    if (out.reward) {
+      float r = static_cast<float>((scores[seat] - tb.last_score[seat]) * cfg_.score_scale);
+      if (ended) r += cfg_.rank_reward[rank_of[seat]];
+      out.reward[slot] = r;
+    }
+    if (out.done) out.done[slot] = ended;
+    if (out.rank) out.rank[slot] = static_cast<int8_t>(rank_of[seat]);
+    if (out.score) out.score[slot] = scores[seat];
+  }
+  tb.last_score = scores;
+}
+
+void BatchSim::reset(const uint8_t* reset, const BatchOut& out) {
+  if (!out.obs || !out.mask) throw std::invalid_argument("reset: obs and mask outputs are required");
+  parallel([&](int t) {
+    if (!reset || reset[t]) {
+      start_game(t);
+      write(t, out, false);
+      if (out.reward) {  // a new game's first observation carries no reward
+        const int L = static_cast<int>(cfg_.learner_seats.size());
+        for (int i = 0; i < L; ++i) out.reward[static_cast<size_t>(t) * L + i] = 0.0f;
+      }
+    } else {
+      write(t, out, tables_[t].finished);  // unchanged rows, rewritten so every slot is valid
+      if (out.reward) {
+        const int L = static_cast<int>(cfg_.learner_seats.size());
+        for (int i = 0; i < L; ++i) out.reward[static_cast<size_t>(t) * L + i] = 0.0f;
+      }
+    }
+  });
+}
+
+void BatchSim::step(const int64_t* actions, const BatchOut& out) {
+  if (!out.obs || !out.mask) throw std::invalid_argument("step: obs and mask outputs are required");
+  const int L = static_cast<int>(cfg_.learner_seats.size());
+  // Check everything before touching any table, so a bad action changes nothing.
+  for (int t = 0; t < cfg_.num_tables; ++t) {
+    if (tables_[t].finished)
+      throw std::invalid_argument("table " + std::to_string(t) + " has no game in progress: reset it first");
+    for (int i = 0; i < L; ++i) {
+      const size_t slot = static_cast<size_t>(t) * L + i;
+      if (!active_[slot]) continue;
+      const int64_t a = actions[slot];
+      if (a < 0 || a >= kNumActions || !legal_[slot][a]) {
+        std::string legal;
+        for (int k = 0; k < kNumActions; ++k)
+          if (legal_[slot][k]) legal += (legal.empty() ? "" : ", ") + std::to_string(k);
+        throw std::invalid_argument("slot " + std::to_string(slot) + " (table " + std::to_string(t) + ", seat " +
+                                    std::to_string(cfg_.learner_seats[i]) + "): action " + std::to_string(a) +
+                                    " is not legal; legal indices: [" + legal + "]");
+      }
+    }
+  }
+  parallel([&](int t) {
+    Table& tb = tables_[t];
+    for (int i = 0; i < L; ++i) {
+      const size_t slot = static_cast<size_t>(t) * L + i;
+      if (!active_[slot]) continue;
+      tb.game.step(cfg_.learner_seats[i], lookup_[slot][actions[slot]]);
+      ++tb.decisions;
+    }
+    advance(t);
+    const bool ended = tb.game.is_done();
+    if (ended) tb.finished = true, ++tb.games_finished;
+    write(t, out, ended);
+  });
+}
+
+void BatchSim::parallel(const std::function<void(int)>& per_table) {
+  if (workers_.empty()) {
+    for (int t = 0; t < cfg_.num_tables; ++t) per_table(t);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &per_table;
+    next_table_.store(0);
+    busy_ = static_cast<int>(workers_.size());
+    errors_.clear();
+    ++generation_;
+  }
+  cv_job_.notify_all();
+  std::exception_ptr mine;
+  for (int t; (t = next_table_.fetch_add(1)) < cfg_.num_tables;) {
+    try {
+      per_table(t);
+    } catch (...) {
+      if (!mine) mine = std::current_exception();
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_done_.wait(lock, [&] { return busy_ == 0; });
+  job_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (!errors_.empty()) std::rethrow_exception(errors_.front());
+}
+
+void BatchSim::worker_loop(int) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_job_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    std::exception_ptr err;
+    for (int t; (t = next_table_.fetch_add(1)) < cfg_.num_tables;) {
+      try {
+        (*job)(t);
+      } catch (...) {
+        if (!err) err = std::current_exception();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (err) errors_.push_back(err);
+    if (--busy_ == 0) cv_done_.notify_one();
+  }
+}
+
+}  // namespace meeple::mj
