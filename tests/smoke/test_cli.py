@@ -53,7 +53,7 @@ def test_experiment_and_overrides_and_print_config(tmp_path):
     [
         (["hardware=h100"], "hardware=h100 needs a CUDA GPU"),
         (["phase.minibatch_size=999999"], "phase.minibatch_size=999999 is larger than one rollout"),
-        (["env.backend=nope"], "is not an installed env backend; installed: connect4, gym"),
+        (["env.backend=nope"], "is not an installed env backend; installed: connect4, gym, mahjong"),
     ],
 )
 def test_user_errors_are_one_clear_line(tmp_path, args, message):

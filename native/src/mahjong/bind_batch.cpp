@@ -30,11 +30,11 @@ T* checked(const char* name, Array<T>& a, std::initializer_list<size_t> shape, c
   size_t i = 0;
   for (size_t n : shape) ok = ok && a.shape(i++) == n;
   if (!ok) {
-    std::string want = "(", got = "(";
-    for (size_t n : shape) want += std::to_string(n) + ",";
-    for (size_t k = 0; k < a.ndim(); ++k) got += std::to_string(a.shape(k)) + ",";
-    throw nb::value_error((std::string(name) + ": expected a C-contiguous " + dtype + " CPU array of shape " + want +
-                           ") , got shape " + got + ")")
+    std::string want, got;
+    for (size_t n : shape) want += (want.empty() ? "" : ", ") + std::to_string(n);
+    for (size_t k = 0; k < a.ndim(); ++k) got += (got.empty() ? "" : ", ") + std::to_string(a.shape(k));
+    throw nb::value_error((std::string(name) + ": expected a C-contiguous " + dtype + " CPU array of shape (" + want +
+                           "), got shape (" + got + ")")
                               .c_str());
   }
   return a.data();
@@ -127,8 +127,11 @@ void register_batch(nb::module_& m) {
             nb::gil_scoped_release release;
             b.reset(r, out);
           },
-          "reset"_a.none(), "obs"_a, "mask"_a, nb::kw_only(), "active"_a = nb::none(), "reward"_a = nb::none(),
-          "done"_a = nb::none(), "rank"_a = nb::none(), "score"_a = nb::none(), "oracle"_a = nb::none(),
+          // Outputs are never converted: writes into a converted copy would be lost.
+          "reset"_a.none(), "obs"_a.noconvert(), "mask"_a.noconvert(), nb::kw_only(),
+          "active"_a.noconvert() = nb::none(), "reward"_a.noconvert() = nb::none(),
+          "done"_a.noconvert() = nb::none(), "rank"_a.noconvert() = nb::none(),
+          "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(),
           "Start the next game at the tables where reset[t] (all if None); write every slot into the arrays.")
       .def(
           "step",
@@ -151,8 +154,10 @@ void register_batch(nb::module_& m) {
             nb::gil_scoped_release release;
             b.step(a, out);
           },
-          "actions"_a, "obs"_a, "mask"_a, nb::kw_only(), "active"_a = nb::none(), "reward"_a = nb::none(),
-          "done"_a = nb::none(), "rank"_a = nb::none(), "score"_a = nb::none(), "oracle"_a = nb::none(),
+          "actions"_a, "obs"_a.noconvert(), "mask"_a.noconvert(), nb::kw_only(),
+          "active"_a.noconvert() = nb::none(), "reward"_a.noconvert() = nb::none(),
+          "done"_a.noconvert() = nb::none(), "rank"_a.noconvert() = nb::none(),
+          "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(),
           "Play actions[slot] at every active slot, advance every table to its next learner decision, write\n"
           "every slot. The GIL is released while tables step on the thread pool.");
 }

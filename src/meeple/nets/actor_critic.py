@@ -4,27 +4,51 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import math
+
 from tensordict.nn import TensorDictModule
+from torch import nn
 from torch.distributions import Categorical
 from torchrl.data import Composite, TensorSpec
-from torchrl.modules import ActorValueOperator, ProbabilisticActor, ValueOperator
+from torchrl.modules import ActorValueOperator, MaskedCategorical, ProbabilisticActor, ValueOperator
 
 from meeple.errors import ConfigError
 from meeple.nets.mlp import mlp, mlp_trunk, orthogonal_linear
 
 OBS_KEY = "observation"
+MASK_KEY = "action_mask"
 
 
-def _sizes(observation_spec: Composite, action_spec: TensorSpec) -> tuple[int, int]:
+def observation_shape(observation_spec: Composite) -> tuple[int, ...]:
+    """Shape of one ``observation`` (without the env's batch dims)."""
     if OBS_KEY not in observation_spec.keys():
         raise ConfigError(
-            f"the MLP model reads the {OBS_KEY!r} observation; the env provides {list(observation_spec.keys())}"
+            f"the model reads the {OBS_KEY!r} observation; the env provides {list(observation_spec.keys())}"
         )
-    obs_shape = observation_spec[OBS_KEY].shape
-    n_actions = getattr(getattr(action_spec, "space", None), "n", None)
-    if n_actions is None:
-        raise ConfigError(f"the MLP actor needs a discrete action spec; the env has {type(action_spec).__name__}")
-    return int(obs_shape[-1]), int(n_actions)
+    return tuple(observation_spec[OBS_KEY].shape[len(observation_spec.shape) :])
+
+
+def num_actions(action_spec: TensorSpec) -> int:
+    n = getattr(getattr(action_spec, "space", None), "n", None)
+    if n is None:
+        raise ConfigError(f"the actor needs a discrete action spec; the env has {type(action_spec).__name__}")
+    return int(n)
+
+
+class Flatten(nn.Module):
+    """Flattens the last ``ndim`` dims (one observation) whatever the batch dims in front."""
+
+    def __init__(self, ndim: int) -> None:
+        super().__init__()
+        self.ndim = ndim
+
+    def forward(self, x):
+        return x.flatten(-self.ndim) if self.ndim > 1 else x
+
+
+def _sizes(observation_spec: Composite, action_spec: TensorSpec) -> tuple[int, int, int]:
+    shape = observation_shape(observation_spec)
+    return math.prod(shape), len(shape), num_actions(action_spec)
 
 
 def build_actor_critic(
@@ -40,27 +64,41 @@ def build_actor_critic(
     ``shared=True`` puts one trunk under both heads (TorchRL's ActorValueOperator);
     otherwise actor and critic are separate networks.
     """
-    n_obs, n_actions = _sizes(observation_spec, action_spec)
+    n_obs, obs_dims, n_actions = _sizes(observation_spec, action_spec)
     hidden = list(hidden)
+    flat = Flatten(obs_dims)
     if not shared:
-        policy_net = TensorDictModule(mlp(n_obs, n_actions, hidden, activation, 0.01), [OBS_KEY], ["logits"])
-        critic = ValueOperator(mlp(n_obs, 1, hidden, activation, 1.0), in_keys=[OBS_KEY])
-        return _categorical_actor(policy_net, action_spec), critic
+        policy_net = TensorDictModule(
+            nn.Sequential(flat, *mlp(n_obs, n_actions, hidden, activation, 0.01)), [OBS_KEY], ["logits"]
+        )
+        critic = ValueOperator(nn.Sequential(flat, *mlp(n_obs, 1, hidden, activation, 1.0)), in_keys=[OBS_KEY])
+        return categorical_actor(policy_net, observation_spec, action_spec), critic
 
     if not hidden:
         raise ConfigError("model.shared=true needs at least one hidden layer (model.hidden)")
-    trunk = TensorDictModule(mlp_trunk(n_obs, hidden, activation), [OBS_KEY], ["hidden"])
-    policy_head = TensorDictModule(orthogonal_linear(hidden[-1], n_actions, 0.01), ["hidden"], ["logits"])
-    value_head = ValueOperator(orthogonal_linear(hidden[-1], 1, 1.0), in_keys=["hidden"])
-    operator = ActorValueOperator(trunk, _categorical_actor(policy_head, action_spec), value_head)
+    trunk = TensorDictModule(nn.Sequential(flat, *mlp_trunk(n_obs, hidden, activation)), [OBS_KEY], ["hidden"])
+    return shared_heads(trunk, hidden[-1], observation_spec, action_spec)
+
+
+def shared_heads(
+    trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec
+) -> tuple[ProbabilisticActor, TensorDictModule]:
+    """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator)."""
+    policy_head = TensorDictModule(orthogonal_linear(width, num_actions(action_spec), 0.01), ["hidden"], ["logits"])
+    value_head = ValueOperator(orthogonal_linear(width, 1, 1.0), in_keys=["hidden"])
+    operator = ActorValueOperator(trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head)
     return operator.get_policy_operator(), operator.get_value_operator()
 
 
-def _categorical_actor(logits_module: TensorDictModule, action_spec: TensorSpec) -> ProbabilisticActor:
+def categorical_actor(
+    logits_module: TensorDictModule, observation_spec: Composite, action_spec: TensorSpec
+) -> ProbabilisticActor:
+    """A categorical policy over ``logits``; masked by ``action_mask`` when the env provides one,
+    so illegal actions are never sampled and take no probability in the loss."""
+    if MASK_KEY in observation_spec.keys():
+        in_keys, dist = {"logits": "logits", "mask": MASK_KEY}, MaskedCategorical
+    else:
+        in_keys, dist = ["logits"], Categorical
     return ProbabilisticActor(
-        logits_module,
-        in_keys=["logits"],
-        distribution_class=Categorical,
-        spec=action_spec,
-        return_log_prob=True,
+        logits_module, in_keys=in_keys, distribution_class=dist, spec=action_spec, return_log_prob=True
     )
