@@ -63,9 +63,9 @@ def test_tile_permutation_keeps_red_fives_red():
         assert (tp[108:] == np.arange(108, 136)).all()  # honors fixed
     assert augment.permute_tile(16, (1, 0, 2)) == 52
     assert augment.permute_tile(-1, (1, 0, 2)) == -1
-    assert augment.permute_event('{"type":"dahai","actor":0,"pai":"5mr","tsumogiri":false}', (2, 0, 1)) == (
-        '{"type":"dahai","actor":0,"pai":"5sr","tsumogiri":false}'
-    )
+    assert augment.permute_event(
+        '{"type":"dahai","actor":0,"pai":"5mr","tsumogiri":false}', (2, 0, 1)
+    ) == ('{"type":"dahai","actor":0,"pai":"5sr","tsumogiri":false}')
 
 
 _RED_BY_SUIT = (16, 52, 88)
@@ -151,7 +151,9 @@ def _play_pair(perm, seed: int, max_decisions: int) -> int:
     return decisions
 
 
-@pytest.mark.parametrize("perm", augment.SUIT_PERMUTATIONS, ids=lambda p: "".join("mps"[s] for s in p))
+@pytest.mark.parametrize(
+    "perm", augment.SUIT_PERMUTATIONS, ids=lambda p: "".join("mps"[s] for s in p)
+)
 def test_permuted_game_is_the_permuted_original(perm):
     total = sum(_play_pair(perm, seed, 700) for seed in (1, 2))
     assert total > 1000

@@ -29,7 +29,9 @@ _TILE_RE = re.compile(r"^([1-9])([mps])(r?)$")
 def _check(perm: Sequence[int]) -> tuple[int, int, int]:
     p = tuple(int(x) for x in perm)
     if sorted(p) != [0, 1, 2]:
-        raise ValueError(f"suit permutation must be a permutation of (0, 1, 2) (man, pin, sou), got {tuple(perm)!r}")
+        raise ValueError(
+            f"suit permutation must be a permutation of (0, 1, 2) (man, pin, sou), got {tuple(perm)!r}"
+        )
     return p  # type: ignore[return-value]
 
 
@@ -111,7 +113,9 @@ def permute_planes(planes: np.ndarray, perm: Sequence[int]) -> np.ndarray:
     suit otherwise (red-five planes sit at the five's column), so this is a column permutation.
     """
     if planes.shape[-1] != 34:
-        raise ValueError(f"planes must have 34 columns (tile kinds) on the last axis, got shape {planes.shape}")
+        raise ValueError(
+            f"planes must have 34 columns (tile kinds) on the last axis, got shape {planes.shape}"
+        )
     out = np.empty_like(planes)
     out[..., kind_permutation(perm)] = planes
     return out
