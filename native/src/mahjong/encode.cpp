@@ -63,22 +63,6 @@ Counts counts_of(const std::vector<int>& tiles) {
 // Shanten of a concealed hand scaled to [0, 1]: (min(s, 6) + 1) / 7 (0 = complete).
 float shanten_feature(int s) { return static_cast<float>(std::min(s, 6) + 1) / 7.0f; }
 
-// Kinds completing a 3n+1 tile hand (0 otherwise), never a fifth copy of a kind the seat
-// holds all four of: the engine's rule, recomputed here without its (mutable) cache.
-uint64_t waits_of(const Counts& concealed, const Counts& own_all, int n) {
-  if (n % 3 != 1) return 0;
-  Counts c = concealed;
-  if (shanten(c) != 0) return 0;
-  uint64_t w = 0;
-  for (int k = 0; k < kNumKinds; ++k) {
-    if (own_all[k] >= 4) continue;
-    ++c[k];
-    if (shanten(c) == -1) w |= 1ull << k;
-    --c[k];
-  }
-  return w;
-}
-
 Counts own_all_counts(const Game::Player& pl) {
   Counts c = counts_of(pl.hand);
   for (const Meld& m : pl.melds)
@@ -244,23 +228,26 @@ void encode_oracle(const Game& g, int seat, float* out) {
         if (is_red(t)) P(kOppRed)[kind_of(t)] = 1.0f;
     const int sh = n ? shanten(c) : 8;
     const Counts all = own_all_counts(pl);
-    const uint64_t w = waits_of(c, all, n);
+    // One shanten per drawable kind gives both the improving kinds and, when tenpai, the
+    // winning ones (never a fifth copy of a kind the seat holds all four of: engine rule).
+    uint64_t w = 0;
+    if (n % 3 == 1) {
+      Counts x = c;
+      for (int k = 0; k < kNumKinds; ++k) {
+        if (all[k] >= 4) continue;
+        ++x[k];
+        const int s2 = shanten(x);
+        --x[k];
+        if (s2 < sh) P(kOppUkeire)[k] = 1.0f;
+        if (s2 == -1) w |= 1ull << k, P(kOppWaits)[k] = 1.0f;
+      }
+    }
     opp_waits[r - 1] = w;
     bool furiten = pl.temp_furiten || pl.riichi_furiten;
     for (int t : pl.discards) furiten |= (w >> kind_of(t) & 1) != 0;
     for (int k = 0; k < kPlaneWidth; ++k) {
       P(kOppShanten)[k] = shanten_feature(sh);
       P(kOppFuriten)[k] = furiten ? 1.0f : 0.0f;
-    }
-    if (n % 3 == 1) {
-      Counts x = c;
-      for (int k = 0; k < kNumKinds; ++k) {
-        if (w >> k & 1) P(kOppWaits)[k] = 1.0f;
-        if (all[k] >= 4) continue;
-        ++x[k];
-        if (shanten(x) < sh) P(kOppUkeire)[k] = 1.0f;
-        --x[k];
-      }
     }
   }
 
