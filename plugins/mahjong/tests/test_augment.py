@@ -89,6 +89,28 @@ def test_bad_permutations_are_refused():
         augment.permute_planes(np.zeros((3, 33)), (0, 1, 2))
 
 
+def test_planes_and_masks_permute_as_numpy_and_torch():
+    torch = pytest.importorskip("torch")
+    g = mj.Game()
+    g.reset(3, 0)
+    x = mj.encode_public(g, 0)
+    mask = mask_of(g.legal_actions(0))
+    for perm in augment.SUIT_PERMUTATIONS:
+        kp, ap = augment.kind_permutation(perm), augment.action_permutation(perm)
+        px = augment.permute_planes(x, perm)
+        for k in range(34):
+            np.testing.assert_array_equal(px[:, kp[k]], x[:, k])
+        pm = augment.permute_mask(mask, perm)
+        assert all(pm[ap[i]] == mask[i] for i in range(mj.NUM_ACTIONS))
+        batch = torch.from_numpy(np.stack([x, x]))
+        np.testing.assert_array_equal(
+            augment.permute_planes(batch, perm).numpy(), np.stack([px, px])
+        )
+        np.testing.assert_array_equal(
+            augment.permute_mask(torch.from_numpy(mask), perm).numpy(), pm
+        )
+
+
 def _pick(g: mj.Game, seat: int, legal, rng: random.Random):
     """Random-ish play that wins, declares riichi, mostly lowers shanten and often passes,
     so the streams have wins, riichi and calls."""

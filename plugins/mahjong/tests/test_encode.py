@@ -249,6 +249,14 @@ def test_bad_inputs_say_what_is_accepted():
         mj.bench_encode(g, 0, 0)
 
 
+def test_red_planes_are_zero_without_red_fives():
+    g = mj.Game(red_fives=False)
+    g.reset_with_walls([build_wall({**{i: t for i, t in enumerate(SEAT0)}, 52: FIRST_DRAW})])
+    x, o = mj.encode_public(g, 0), mj.encode_oracle(g, 1)
+    assert x[HAND, 4] == 1 and x[RED_HAND].sum() == 0 and x[RED_UNSEEN].sum() == 0
+    assert o[OPP + 9 * 2 + 4].sum() == 0 and o[97].sum() == 0 and o[115].sum() == 0
+
+
 def test_constants():
     assert (mj.PUBLIC_PLANES, mj.ORACLE_PLANES, mj.PLANE_WIDTH, mj.NUM_ACTIONS) == (
         84,

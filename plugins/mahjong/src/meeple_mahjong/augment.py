@@ -99,26 +99,39 @@ def action_permutation(perm: Sequence[int]) -> np.ndarray:
     return out
 
 
-def permute_mask(mask: np.ndarray, perm: Sequence[int]) -> np.ndarray:
-    """A legal mask (..., 155) of the game mapped to the permuted game."""
-    out = np.empty_like(mask)
-    out[..., action_permutation(perm)] = mask
-    return out
+def _gather_last(x, index: np.ndarray):
+    """x[..., index] for numpy arrays and torch tensors alike (a new array / tensor)."""
+    if isinstance(x, np.ndarray):
+        return x[..., index]
+    import torch  # only reached with a torch tensor
+
+    return x[..., torch.as_tensor(index, device=x.device)]
 
 
-def permute_planes(planes: np.ndarray, perm: Sequence[int]) -> np.ndarray:
-    """Observation planes (..., P, 34) of a game mapped to the permuted game (a new array).
+def permute_mask(mask, perm: Sequence[int]):
+    """A legal mask (..., 155) of the game mapped to the permuted game (numpy or torch).
+
+    `new[..., action_permutation(perm)] = mask`, done as a gather with the inverse.
+    """
+    if mask.shape[-1] != _mj.NUM_ACTIONS:
+        raise ValueError(
+            f"mask must have {_mj.NUM_ACTIONS} entries on the last axis, got shape {tuple(mask.shape)}"
+        )
+    return _gather_last(mask, np.argsort(action_permutation(perm)))
+
+
+def permute_planes(planes, perm: Sequence[int]):
+    """Observation planes (..., P, 34) of a game mapped to the permuted game (numpy or torch).
 
     Every plane of both encoders is indexed by kind on its last axis and none depends on the
-    suit otherwise (red-five planes sit at the five's column), so this is a column permutation.
+    suit otherwise (red-five planes sit at the five's column), so this is a column
+    permutation: `new[..., kind_permutation(perm)] = planes`, done as a gather.
     """
     if planes.shape[-1] != 34:
         raise ValueError(
-            f"planes must have 34 columns (tile kinds) on the last axis, got shape {planes.shape}"
+            f"planes must have 34 columns (tile kinds) on the last axis, got shape {tuple(planes.shape)}"
         )
-    out = np.empty_like(planes)
-    out[..., kind_permutation(perm)] = planes
-    return out
+    return _gather_last(planes, np.argsort(kind_permutation(perm)))
 
 
 def _tile_string(s: str, suit_map: str) -> str:
