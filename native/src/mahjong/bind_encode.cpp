@@ -16,9 +16,31 @@ namespace {
 
 using Encoder = void (*)(const Game&, int, float*);
 
+void check_seat(int seat, const char* fn) {
+  if (seat < 0 || seat > 3) throw nb::value_error((std::string(fn) + ": seat must be in 0..3, got " + std::to_string(seat)).c_str());
+}
+
 std::string accepted(const char* fn, int planes) {
   return std::string(fn) + ": out must be a writable C-contiguous float32 CPU array (numpy or torch) of shape (" +
          std::to_string(planes) + ", 34) or (" + std::to_string(planes * kPlaneWidth) + ",)";
+}
+
+bool shape_ok(size_t ndim, size_t d0, size_t d1, int planes) {
+  return (ndim == 2 && d0 == static_cast<size_t>(planes) && d1 == kPlaneWidth) ||
+         (ndim == 1 && d0 == static_cast<size_t>(planes * kPlaneWidth));
+}
+
+// The fast path: a float32 C-contiguous CPU array, taken without conversion (a converted
+// copy would silently receive the observation); anything else goes to checked_out, which
+// explains what is accepted.
+using OutArray = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+
+bool try_fast(nb::handle h, int planes, float** data) {
+  OutArray arr;
+  if (!nb::try_cast(h, arr, false)) return false;
+  if (!shape_ok(arr.ndim(), arr.ndim() ? arr.shape(0) : 0, arr.ndim() > 1 ? arr.shape(1) : 0, planes)) return false;
+  *data = arr.data();
+  return true;
 }
 
 // The caller's buffer after checking dtype, device, shape and contiguity.
@@ -30,12 +52,12 @@ float* checked_out(nb::handle out, const char* fn, int planes) {
   if (arr.dtype() != nb::dtype<float>()) throw nb::type_error((accepted(fn, planes) + "; got another dtype").c_str());
   if (arr.device_type() != nb::device::cpu::value)
     throw nb::type_error((accepted(fn, planes) + "; got a non-CPU array").c_str());
-  std::string shape = "(";
-  for (size_t i = 0; i < arr.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(arr.shape(i));
-  shape += arr.ndim() == 1 ? ",)" : ")";
-  const bool ok2 = arr.ndim() == 2 && arr.shape(0) == static_cast<size_t>(planes) && arr.shape(1) == kPlaneWidth;
-  const bool ok1 = arr.ndim() == 1 && arr.shape(0) == static_cast<size_t>(planes * kPlaneWidth);
-  if (!ok1 && !ok2) throw nb::value_error((accepted(fn, planes) + "; got shape " + shape).c_str());
+  if (!shape_ok(arr.ndim(), arr.ndim() ? arr.shape(0) : 0, arr.ndim() > 1 ? arr.shape(1) : 0, planes)) {
+    std::string shape = "(";
+    for (size_t i = 0; i < arr.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(arr.shape(i));
+    shape += arr.ndim() == 1 ? ",)" : ")";
+    throw nb::value_error((accepted(fn, planes) + "; got shape " + shape).c_str());
+  }
   int64_t expect = 1;
   for (size_t i = arr.ndim(); i-- > 0;) {
     if (arr.shape(i) > 1 && arr.stride(i) != expect)
@@ -43,10 +65,6 @@ float* checked_out(nb::handle out, const char* fn, int planes) {
     expect *= static_cast<int64_t>(arr.shape(i));
   }
   return static_cast<float*>(arr.data());
-}
-
-void check_seat(int seat, const char* fn) {
-  if (seat < 0 || seat > 3) throw nb::value_error((std::string(fn) + ": seat must be in 0..3, got " + std::to_string(seat)).c_str());
 }
 
 nb::object encode_into(Encoder enc, const char* fn, int planes, const Game& g, int seat, nb::handle out) {
@@ -57,7 +75,8 @@ nb::object encode_into(Encoder enc, const char* fn, int planes, const Game& g, i
     enc(g, seat, buf);
     return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(buf, {static_cast<size_t>(planes), kPlaneWidth}, owner));
   }
-  float* dst = checked_out(out, fn, planes);
+  float* dst = nullptr;
+  if (!try_fast(out, planes, &dst)) dst = checked_out(out, fn, planes);
   enc(g, seat, dst);
   return nb::borrow(out);
 }

@@ -267,3 +267,12 @@ def test_constants():
     g = mj.Game()
     g.reset(2, 0)
     assert mj.bench_encode(g, 0, 1000) > 0
+
+
+def test_encoder_rates_report_every_rate():
+    from meeple_mahjong.encode_speed import encoder_rates
+
+    r = encoder_rates(games=1, stride=200, repeats=16, peer=False)
+    assert r["states"] >= 2
+    for key in ("public_native", "oracle_native", "public_python"):
+        assert r[f"meeple_{key}_obs_per_s"] > 0
