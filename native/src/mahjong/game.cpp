@@ -495,8 +495,11 @@ void Game::do_discard(int seat, int tile, bool riichi) {
   const bool tsumogiri = tile == drawn_;
   remove_tile(pl.hand, tile);
   touch(seat);
+  if (riichi) pl.riichi_index = static_cast<int>(pl.discards.size());
   pl.discards.push_back(tile);
   pl.discard_called.push_back(false);
+  pl.discard_tsumogiri.push_back(tsumogiri);
+  pl.discard_turn.push_back(static_cast<uint8_t>(turns_));
   pl.temp_furiten = false;
   pl.kuikae = 0;
   drawn_ = -1;

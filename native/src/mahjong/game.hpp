@@ -88,12 +88,20 @@ class Game {
   const std::vector<WinRecord>& wins() const { return wins_; }
   void set_record_events(bool on) { record_ = on; }
 
- private:
+  // Encoder hooks (docs/mahjong_encoding.md): read-only views of state the observation
+  // encoders need and the accessors above do not give. All const and allocation-free.
   struct Player {
     std::vector<int> hand;  // concealed tiles, 136 ids
     std::vector<Meld> melds;
     std::vector<int> discards;
     std::vector<bool> discard_called;
+    // Encoder records (read-only outside the engine): per discard, drawn-and-discarded
+    // (tsumogiri) and the hand-wide discard number (0 = the hand's first discard), so
+    // "discarded after X" questions need no event parsing; riichi_index = the pond index
+    // of the riichi declaration tile (-1 none).
+    std::vector<uint8_t> discard_tsumogiri;
+    std::vector<uint8_t> discard_turn;
+    int riichi_index = -1;
     bool riichi = false, double_riichi = false, ippatsu = false;
     bool temp_furiten = false, riichi_furiten = false;
     uint64_t kuikae = 0;          // kinds that may not be discarded right after a call
@@ -102,6 +110,27 @@ class Game {
     int pao_yaku = -1;            // kDaisangen or kDaisuushi
   };
 
+  const Player& player(int seat) const { return p_[seat]; }
+  Phase phase() const { return phase_; }
+  int actor() const { return actor_; }  // SelfTurn: the seat to act
+  // The tile drawn this turn (after a draw, -1 after a call or outside SelfTurn).
+  int drawn_tile() const { return phase_ == Phase::SelfTurn && !after_call_ ? drawn_ : -1; }
+  // Claims window: the offered tile (discard, kakan or ankan tile), its seat and kind
+  // (0 discard, 1 kakan, 2 ankan); -1 outside a claims window.
+  int claim_tile() const { return phase_ == Phase::Claims ? claim_tile_ : -1; }
+  int claim_from() const { return phase_ == Phase::Claims ? claim_from_ : -1; }
+  int claim_kind() const { return phase_ == Phase::Claims ? static_cast<int>(claim_kind_) : -1; }
+  int turns() const { return turns_; }  // discards made this hand
+  bool first_go_around() const { return first_uninterrupted(); }
+  // The hand's wall (oracle): live draws wall[draw_pos() .. live_end()), rinshan
+  // wall[122 + i] (i < kans_total() drawn), dora / ura indicators wall[126 + i] / wall[131 + i].
+  const std::array<uint8_t, 136>& wall_tiles() const { return wall_; }
+  int draw_pos() const { return draw_pos_; }
+  int live_wall_end() const { return live_end(); }
+  int kans_total() const { return kans_total_; }
+  int dora_shown() const { return dora_shown_; }
+
+ private:
   // Hand flow.
   void reset_impl(uint64_t session_seed, uint64_t game_index);
   void start_hand();

@@ -5,6 +5,8 @@
 - `score_hand(closed, melds, win_tile, **conditions)`: yaku, fu, limits and payments
 - `wall(session_seed, game, kyoku, honba)`: the deterministic 136-tile wall of one hand
 - `Game`, `Action`: the game state machine (pending seats, legal actions, step, MJAI events)
+- `encode_public` / `encode_oracle`: (84, 34) / (205, 34) float32 observation planes
+  (docs/mahjong_encoding.md); `augment`: suit permutations of games, planes and actions
 """
 
 from meeple_native import mahjong as _mj
@@ -22,10 +24,24 @@ game_key = _mj.game_key
 hand_key = _mj.hand_key
 make_wall = _mj.make_wall
 wall = _mj.wall
+encode_public = _mj.encode_public
+encode_oracle = _mj.encode_oracle
+bench_encode = _mj.bench_encode
+PUBLIC_PLANES: int = _mj.PUBLIC_PLANES
+ORACLE_PLANES: int = _mj.ORACLE_PLANES
+PLANE_WIDTH: int = _mj.PLANE_WIDTH
+NUM_ACTIONS: int = _mj.NUM_ACTIONS
 
 __all__ = [
+    "NUM_ACTIONS",
+    "ORACLE_PLANES",
+    "PLANE_WIDTH",
+    "PUBLIC_PLANES",
     "Action",
     "Game",
+    "bench_encode",
+    "encode_oracle",
+    "encode_public",
     "game_key",
     "hand_key",
     "make_wall",
