@@ -5,6 +5,8 @@
 - `score_hand(closed, melds, win_tile, **conditions)`: yaku, fu, limits and payments
 - `wall(session_seed, game, kyoku, honba)`: the deterministic 136-tile wall of one hand
 - `Game`, `Action`: the game state machine (pending seats, legal actions, step, MJAI events)
+- bots: `bot_names()`, `bot_action(game, seat, bot, seed)`, `play_bots(game, bots, policy_seed)`
+  (docs/mahjong_bots.md; 1v3 duplicate evaluation in meeple_mahjong.duplicate)
 """
 
 from meeple_native import mahjong as _mj
@@ -22,10 +24,16 @@ game_key = _mj.game_key
 hand_key = _mj.hand_key
 make_wall = _mj.make_wall
 wall = _mj.wall
+bot_names = _mj.bot_names
+bot_action = _mj.bot_action
+play_bots = _mj.play_bots
 
 __all__ = [
     "Action",
     "Game",
+    "bot_action",
+    "bot_names",
+    "play_bots",
     "game_key",
     "hand_key",
     "make_wall",
