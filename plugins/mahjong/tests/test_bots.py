@@ -117,18 +117,11 @@ def test_rule_bot_beats_three_random_bots():
 
 
 def test_folding_lowers_the_deal_in_rate():
-    def deal_in_rate(bot):
-        g, deal, hands = mj.Game(), 0, 0
-        g.set_record_events(False)
-        for i in range(40):
-            g.reset(17, i)
-            d = mj.play_bots(g, [bot] * 4, i)
-            deal += sum(d["deal_ins"])
-            hands += d["hands"]
-        return deal / hands
-
-    fold, nofold = deal_in_rate("rule"), deal_in_rate("rule-nofold")
-    assert fold < nofold - 0.02, (fold, nofold)
+    # Duplicate: the folding bot against three that never fold, same walls and streams.
+    # Over seeds 100-109 (12 indices each) the gap was 0.022-0.086 per hand, never reversed.
+    s = run_duplicate(BotTable(), "rule", "rule-nofold", games=12, seed=100).summary()
+    fold, nofold = s["challenger"]["deal_in_rate"], s["opponents"]["deal_in_rate"]
+    assert fold + 0.01 < nofold, (fold, nofold)
 
 
 def test_bots_are_deterministic_given_the_seed():
