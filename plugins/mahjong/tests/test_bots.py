@@ -1,6 +1,8 @@
 """Built-in bots: only legal actions, the rule bot's rules (wins, riichi, folding), strength,
 determinism, errors."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 import meeple_mahjong as mj
@@ -132,6 +134,22 @@ def test_bots_are_deterministic_given_the_seed():
         runs.append(mj.play_bots(g, ["rule", "random", "rule", "random"], seed))
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]  # random seats draw from the policy seed
+
+
+def test_concurrent_matches_equal_sequential_ones():
+    # play_bots releases the GIL: bots on different games in parallel threads must not
+    # share state (the batch simulator calls bot_action the same way).
+    bots = ["rule", "random", "rule-nofold", "rule"]
+
+    def play(i):
+        g = mj.Game()
+        g.set_record_events(False)
+        g.reset(6, i)
+        return mj.play_bots(g, bots, i)
+
+    sequential = [play(i) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(play, range(8))) == sequential
 
 
 def test_unknown_bot_names_fail_clearly():
