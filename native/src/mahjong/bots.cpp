@@ -205,11 +205,15 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
     min_sh = std::min(min_sh, cd.sh);
     cands.push_back(cd);
   }
+  std::array<int, kNumKinds> uke_of;  // per kind: red/plain fives and riichi/plain share it
+  uke_of.fill(-1);
   auto fill_uke = [&](Cand& cd) {
-    if (cd.uke >= 0) return;
-    --c[cd.kind];
-    cd.uke = ukeire(c, cd.sh, v);
-    ++c[cd.kind];
+    if (uke_of[cd.kind] < 0) {
+      --c[cd.kind];
+      uke_of[cd.kind] = ukeire(c, cd.sh, v);
+      ++c[cd.kind];
+    }
+    cd.uke = uke_of[cd.kind];
   };
   int best_uke = 0;
   for (Cand& cd : cands)
