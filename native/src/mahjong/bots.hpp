@@ -1,6 +1,13 @@
 // Built-in opponents of the mahjong env: a random legal bot and a rule-based bot.
+//
+// The rule bot (docs/mahjong_bots.md) wins when it can, takes nine-terminals, discards to
+// lower shanten with ukeire tie-breaks (tiles it cannot see), declares riichi when tenpai,
+// folds to the safest tile against a riichi when its own hand is far, and pons yakuhai.
+// It reads only what its seat may see (own hand, every discard and meld, dora indicators).
+// Stateless and allocation-light: safe to call from several threads on different games.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "game.hpp"
@@ -8,14 +15,30 @@
 
 namespace meeple::mj {
 
-enum class Bot : uint8_t { Random, Rule };
+// RuleNoFold: the rule bot that never folds (the control for measuring folding).
+enum class Bot : uint8_t { Random, Rule, RuleNoFold };
 
-// "random" or "rule"; throws std::invalid_argument naming the accepted names.
+// "random", "rule" or "rule-nofold"; throws std::invalid_argument naming the accepted names.
 Bot bot_from_name(const std::string& name);
 const char* bot_name(Bot bot);
 
 // The bot's choice for `seat`, which must have legal actions in `g` now. `rng` is the
 // seat's own stream, so a bot's play depends only on its seed and the game.
 Action bot_action(Bot bot, const Game& g, int seat, SplitMix64& rng);
+
+// A whole game played by bots from the game's current state (after reset).
+struct SeatStats {
+  int score = 0, rank = 0;  // rank 1..4, ties broken by seat order (lower seat first)
+  int wins = 0, tsumo = 0, deal_ins = 0, riichi = 0, calls = 0;
+  int decisions = 0;
+};
+struct BotMatch {
+  std::array<SeatStats, 4> seats;
+  int hands = 0;
+};
+// Seat s uses its own stream seeded from (policy_seed, s): a seat's randomness does not
+// depend on which bot sits elsewhere, so rotating bots over seats replays comparable games.
+BotMatch play_bots(Game& g, const std::array<Bot, 4>& bots, uint64_t policy_seed);
+uint64_t seat_stream_seed(uint64_t policy_seed, int seat);
 
 }  // namespace meeple::mj

@@ -7,6 +7,8 @@ Measured in one process, one core, one after the other:
   step, the action drawn with ``random.choice``), games/hour and decisions/s;
 - ``meeple-native``: the same play as a C++ loop (``Game.random_playout``, no Python per
   decision): games/hour/core;
+- ``meeple-rule-bots``: full games with the native rule-based bot in every seat
+  (``play_bots``, docs/mahjong_bots.md): games/hour/core;
 - ``pymahjong``: single hands (its env plays one hand), hands/s and decisions/s;
 - ``riichienv``: full East-South games (``4p-red-half``), games/hour and decisions/s.
 Rates are per CPU second of the process (one core); wall-clock rates are saved too.
@@ -53,6 +55,19 @@ def _meeple_native(games: int, seed: int) -> dict[str, Any]:
     for i in range(games):
         g.reset(seed, i)
         decisions += g.random_playout(seed * 1_000_003 + i)
+    return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
+
+
+def _meeple_rule_bots(games: int, seed: int) -> dict[str, Any]:
+    import meeple_mahjong as mj
+
+    g = mj.Game()
+    g.set_record_events(False)
+    decisions = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(games):
+        g.reset(seed, i)
+        decisions += sum(mj.play_bots(g, ["rule"] * 4, i)["decisions"])
     return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
 
 
@@ -116,15 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("mahjong.json"), help="JSON results file")
     p.add_argument("--games", type=int, default=20, help="full games for the Python-API loops")
     p.add_argument("--native-games", type=int, default=300, help="full games for the C++ loop")
+    p.add_argument("--bot-games", type=int, default=100, help="full games, rule bot in every seat")
     p.add_argument("--hands", type=int, default=200, help="pymahjong hands")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    for flag in ("games", "native_games", "hands"):
+    for flag in ("games", "native_games", "bot_games", "hands"):
         if getattr(a, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be >= 1")
     res = {
         "meeple": _run("meeple_mahjong", _meeple_python, a.games, a.seed),
         "meeple-native": _run("meeple_mahjong", _meeple_native, a.native_games, a.seed),
+        "meeple-rule-bots": _run("meeple_mahjong", _meeple_rule_bots, a.bot_games, a.seed),
         "pymahjong": _run("pymahjong", _pymahjong, a.hands, a.seed),
         "riichienv": _run("riichienv", _riichienv, a.games, a.seed),
     }

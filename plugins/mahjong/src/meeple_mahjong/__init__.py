@@ -7,6 +7,8 @@
 - `Game`, `Action`: the game state machine (pending seats, legal actions, step, MJAI events)
 - `encode_public` / `encode_oracle`: (84, 34) / (205, 34) float32 observation planes
   (docs/mahjong_encoding.md); `augment`: suit permutations of games, planes and actions
+- bots: `bot_names()`, `bot_action(game, seat, bot, seed)`, `play_bots(game, bots, policy_seed)`
+  (docs/mahjong_bots.md; 1v3 duplicate evaluation in meeple_mahjong.duplicate)
 """
 
 from meeple_native import mahjong as _mj
@@ -31,6 +33,9 @@ PUBLIC_PLANES: int = _mj.PUBLIC_PLANES
 ORACLE_PLANES: int = _mj.ORACLE_PLANES
 PLANE_WIDTH: int = _mj.PLANE_WIDTH
 NUM_ACTIONS: int = _mj.NUM_ACTIONS
+bot_names = _mj.bot_names
+bot_action = _mj.bot_action
+play_bots = _mj.play_bots
 
 __all__ = [
     "NUM_ACTIONS",
@@ -42,6 +47,9 @@ __all__ = [
     "bench_encode",
     "encode_oracle",
     "encode_public",
+    "bot_action",
+    "bot_names",
+    "play_bots",
     "game_key",
     "hand_key",
     "make_wall",

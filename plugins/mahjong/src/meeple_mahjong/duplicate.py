@@ -1,0 +1,322 @@
+"""1v3 duplicate evaluation: python -m meeple_mahjong.duplicate --challenger rule --opponent random.
+
+Protocol (docs/mahjong_bots.md): for every game index g the same walls (session seed, g) are
+played four times, the challenger rotated through seats 0-3 and the opponent in the other
+three. The players' randomness comes from per-seat streams seeded by (policy seed of g,
+seat), the same in all four rotations, so the rotations differ only in who sits where:
+luck of the walls cancels out, and a player against copies of itself ranks exactly 2.5.
+
+The bookkeeping is independent of how games are played: a `Table` plays a batch of
+`GameJob`s and returns per-seat `SeatResult`s. `BotTable` plays the built-in bots natively;
+a learned policy plugs in as another `Table` (e.g. over the batch simulator) and reuses
+`run_duplicate` and `DuplicateStats` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from meeple_native import mahjong as _mj
+
+BOT_NAMES: tuple[str, ...] = tuple(_mj.bot_names())
+_POLICY_SALT = 0x0B075EED  # policy seeds must not coincide with wall keys
+
+
+@dataclass(frozen=True)
+class GameJob:
+    """One game to play: walls from (session_seed, game_index), players[s] in seat s."""
+
+    session_seed: int
+    game_index: int
+    players: tuple[str, str, str, str]
+    policy_seed: int
+
+
+@dataclass(frozen=True)
+class SeatResult:
+    """What one seat did over one whole game."""
+
+    score: int
+    rank: int  # 1..4, ties to the lower seat (the engine's seat order)
+    hands: int  # hands played in the game (the same for every seat)
+    wins: int
+    tsumo: int
+    deal_ins: int  # rons this seat paid
+    riichi: int
+    calls: int  # open melds (chi, pon, open kan)
+
+
+class Table(Protocol):
+    """Plays games; a learned policy implements this to reuse the duplicate bookkeeping."""
+
+    def play(self, jobs: Sequence[GameJob]) -> list[list[SeatResult]]: ...
+
+
+def check_bot(name: str, what: str = "bot") -> str:
+    if name not in BOT_NAMES:
+        raise ValueError(f"unknown {what} '{name}'; accepted: {', '.join(BOT_NAMES)}")
+    return name
+
+
+class BotTable:
+    """Built-in bots (random, rule, rule-nofold) played natively, one game per call."""
+
+    def __init__(self, **rules: Any) -> None:
+        self._game = _mj.Game(**rules)
+        self._game.set_record_events(False)
+
+    def play(self, jobs: Sequence[GameJob]) -> list[list[SeatResult]]:
+        out = []
+        for job in jobs:
+            for p in job.players:
+                check_bot(p, "player")
+            self._game.reset(job.session_seed, job.game_index)
+            out.append(seat_results(_mj.play_bots(self._game, list(job.players), job.policy_seed)))
+        return out
+
+
+def seat_results(d: dict[str, Any]) -> list[SeatResult]:
+    """`play_bots`' per-seat lists as four SeatResults."""
+    keys = ("scores", "ranks", "wins", "tsumo", "deal_ins", "riichi", "calls")
+    return [
+        SeatResult(
+            score=d["scores"][s],
+            rank=d["ranks"][s],
+            hands=d["hands"],
+            **{k: d[k][s] for k in keys[2:]},
+        )
+        for s in range(4)
+    ]
+
+
+def policy_seed(seed: int, game_index: int) -> int:
+    """Seed of game `game_index`'s seat streams: one per game, shared by its four rotations."""
+    return _mj.game_key(seed ^ _POLICY_SALT, game_index)
+
+
+def rotations(
+    seed: int, game_index: int, challenger: str, opponent: str
+) -> list[tuple[int, GameJob]]:
+    """The four jobs of one game index: (challenger seat, job)."""
+    ps = policy_seed(seed, game_index)
+    jobs = []
+    for seat in range(4):
+        players = tuple(challenger if s == seat else opponent for s in range(4))
+        jobs.append((seat, GameJob(seed, game_index, players, ps)))  # type: ignore[arg-type]
+    return jobs
+
+
+@dataclass
+class _Side:
+    """Sums over the seats of one side (the challenger, or the three opponents)."""
+
+    games: int = 0
+    rank_counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    score: int = 0
+    hands: int = 0
+    wins: int = 0
+    tsumo: int = 0
+    deal_ins: int = 0
+    riichi: int = 0
+    calls: int = 0
+
+    def add(self, r: SeatResult) -> None:
+        self.games += 1
+        self.rank_counts[r.rank - 1] += 1
+        self.score += r.score
+        self.hands += r.hands
+        for k in ("wins", "tsumo", "deal_ins", "riichi", "calls"):
+            setattr(self, k, getattr(self, k) + getattr(r, k))
+
+    def summary(self) -> dict[str, Any]:
+        n, h = max(self.games, 1), max(self.hands, 1)
+        return {
+            "games": self.games,
+            "hands": self.hands,
+            "avg_rank": sum((i + 1) * c for i, c in enumerate(self.rank_counts)) / n,
+            "rank_rates": [c / n for c in self.rank_counts],
+            "first_rate": self.rank_counts[0] / n,
+            "avg_score": self.score / n,
+            "win_rate": self.wins / h,
+            "tsumo_rate": self.tsumo / h,
+            "deal_in_rate": self.deal_ins / h,
+            "riichi_rate": self.riichi / h,
+            "call_rate": self.calls / h,
+        }
+
+
+def mean_ci95(xs: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its normal-approximation 95% interval (nan for n < 2)."""
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan
+    m = sum(xs) / n
+    if n < 2:
+        return m, math.nan
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return m, 1.96 * math.sqrt(var / n)
+
+
+class DuplicateStats:
+    """Accumulates duplicate results: the challenger's seat in each game, the rest opponents.
+
+    The confidence interval of the average rank treats game indices as the independent
+    samples (the four rotations of one index share walls, so they are not independent).
+    """
+
+    def __init__(self) -> None:
+        self.challenger = _Side()
+        self.opponents = _Side()
+        self._rank_by_index: dict[int, list[int]] = {}
+
+    def add(self, game_index: int, challenger_seat: int, results: Sequence[SeatResult]) -> None:
+        if not 0 <= challenger_seat < 4 or len(results) != 4:
+            raise ValueError(
+                f"add: challenger_seat must be 0..3 and results 4 seats, "
+                f"got seat {challenger_seat} and {len(results)} results"
+            )
+        for s, r in enumerate(results):
+            (self.challenger if s == challenger_seat else self.opponents).add(r)
+        self._rank_by_index.setdefault(game_index, []).append(results[challenger_seat].rank)
+
+    def summary(self) -> dict[str, Any]:
+        per_index = [sum(v) / len(v) for v in self._rank_by_index.values()]
+        mean, half = mean_ci95(per_index)
+        ch = self.challenger.summary()
+        ch["avg_rank_ci95"] = None if math.isnan(half) else [mean - half, mean + half]
+        return {
+            "game_indices": len(self._rank_by_index),
+            "challenger": ch,
+            "opponents": self.opponents.summary(),
+        }
+
+
+def run_duplicate(
+    table: Table,
+    challenger: str,
+    opponent: str,
+    games: int,
+    seed: int,
+    *,
+    first_game: int = 0,
+    chunk: int = 8,
+    on_progress: Callable[[int], None] | None = None,
+) -> DuplicateStats:
+    """Play `games` game indices x 4 rotations on `table`; `on_progress(indices_done)`."""
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    stats = DuplicateStats()
+    for start in range(first_game, first_game + games, chunk):
+        idx = range(start, min(start + chunk, first_game + games))
+        batch = [rj for g in idx for rj in rotations(seed, g, challenger, opponent)]
+        results = table.play([job for _, job in batch])
+        for (seat, job), res in zip(batch, results, strict=True):
+            stats.add(job.game_index, seat, res)
+        if on_progress:
+            on_progress(idx.stop - first_game)
+    return stats
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2)
+            f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--challenger", default="rule", help=f"one of {', '.join(BOT_NAMES)}")
+    p.add_argument("--opponent", default="random", help=f"one of {', '.join(BOT_NAMES)}")
+    p.add_argument("--games", type=int, default=100, help="game indices (each played 4 times)")
+    p.add_argument("--seed", type=int, default=0, help="session seed (walls and bot streams)")
+    p.add_argument("--first-game", type=int, default=0, help="first game index")
+    p.add_argument("--east-only", action="store_true", help="East-only games (default East-South)")
+    p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
+    a = p.parse_args(argv)
+    for flag in ("challenger", "opponent"):
+        if getattr(a, flag) not in BOT_NAMES:
+            p.error(f"--{flag} '{getattr(a, flag)}' is unknown; accepted: {', '.join(BOT_NAMES)}")
+    if a.games < 1:
+        p.error(f"--games must be >= 1, got {a.games}")
+    if a.seed < 0 or a.first_game < 0:
+        p.error("--seed and --first-game must be >= 0")
+    return a
+
+
+def _fmt(side: dict[str, Any]) -> str:
+    return (
+        f"avg rank {side['avg_rank']:.3f}, 1st {side['first_rate']:.3f}, "
+        f"score {side['avg_score']:.0f}, win {side['win_rate']:.3f}, "
+        f"deal-in {side['deal_in_rate']:.3f}, riichi {side['riichi_rate']:.3f}, "
+        f"calls {side['call_rate']:.3f} (per hand)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = _args(argv)
+    table = BotTable(east_only=a.east_only)
+    t0 = time.perf_counter()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(f"{a.challenger} vs 3x {a.opponent}", total=a.games)
+        stats = run_duplicate(
+            table,
+            a.challenger,
+            a.opponent,
+            a.games,
+            a.seed,
+            first_game=a.first_game,
+            on_progress=lambda done: bar.update(task, completed=done),
+        )
+    seconds = time.perf_counter() - t0
+    summary = {
+        "challenger_bot": a.challenger,
+        "opponent_bot": a.opponent,
+        "seed": a.seed,
+        "first_game": a.first_game,
+        "east_only": a.east_only,
+        **stats.summary(),
+        "seconds": round(seconds, 3),
+        "games_per_hour": round(3600 * 4 * a.games / seconds, 1),
+    }
+    ch, op = summary["challenger"], summary["opponents"]
+    ci = ch["avg_rank_ci95"]
+    ci_txt = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
+    print(f"{a.games} game indices x 4 rotations, {seconds:.1f} s")
+    print(f"challenger {a.challenger}: {_fmt(ch)}{ci_txt}")
+    print(f"opponents  {a.opponent}: {_fmt(op)}")
+    if a.out:
+        write_json_atomic(a.out, summary)
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
