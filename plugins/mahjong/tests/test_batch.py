@@ -171,7 +171,7 @@ def test_bad_arrays_and_configs_are_named():
     for kwargs, msg in (
         (dict(learner_seats=[0, 0]), "given twice"),
         (dict(learner_seats=[4]), "not in 0..3"),
-        (dict(bots=["rule", "bad", "rule", "rule"]), "unknown bot 'bad'; accepted: random, rule"),
+        (dict(bots=["rule", "bad", "rule", "rule"]), "unknown bot 'bad'"),
         (dict(threads=0), "threads must be >= 1"),
     ):
         with pytest.raises(ValueError, match=msg):
@@ -184,7 +184,7 @@ def test_env_configuration_errors():
     for kwargs, msg in (
         (dict(num_envs=3, learner_seats=[0, 1]), "multiple of len\\(learner_seats\\)=2"),
         (dict(num_envs=2, learner_seats=[0, 5]), "1 to 4 distinct seats"),
-        (dict(num_envs=2, opponents="smart"), "unknown bot 'smart'; accepted: rule, random"),
+        (dict(num_envs=2, opponents="smart"), "unknown bot 'smart'; accepted: random, rule, rule-nofold"),
         (dict(num_envs=2, opponents=["rule", "rule"]), "one per other seat \\(3 for learner seats \\[0\\]\\)"),
         (dict(num_envs=2, rules={"east_onyl": True}), "unknown option\\(s\\) \\['east_onyl'\\]"),
         (dict(num_envs=2, rank_reward=[1, 0]), "4 numbers"),

@@ -26,7 +26,7 @@ from meeple_native import mahjong as _mj
 
 PLANES, WIDTH, ORACLE_PLANES = 84, 34, 205  # docs/mahjong_encoding.md
 NUM_ACTIONS = _mj.NUM_ACTIONS
-BOTS = ("rule", "random")
+BOTS = tuple(_mj.bot_names())  # random, rule, rule-nofold (docs/mahjong_bots.md)
 RULE_KEYS = (
     "red_fives", "open_tanyao", "double_yakuman", "kazoe_yakuman", "kiriage", "east_only",
     "start_points", "return_points", "agari_yame", "bust_ends", "double_ron", "triple_ron_abort",
