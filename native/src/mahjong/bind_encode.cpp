@@ -87,7 +87,6 @@ void register_encode(nb::module_& m) {
   m.attr("PUBLIC_PLANES") = kPublicPlanes;
   m.attr("ORACLE_PLANES") = kOraclePlanes;
   m.attr("PLANE_WIDTH") = kPlaneWidth;
-  m.attr("NUM_ACTIONS") = kNumActions;
   m.def("encode_public",
         [](const Game& g, int seat, nb::handle out) {
           return encode_into(&encode_public, "encode_public", kPublicPlanes, g, seat, out);

@@ -86,7 +86,9 @@ def _play(sim, steps, seed=0):
     rngs = [np.random.default_rng([seed, t]) for t in range(sim.num_tables)]
     trace = []
     for _ in range(steps):
-        actions = np.concatenate([_policy_actions(b.mask[t * L : (t + 1) * L], rngs[t]) for t in range(sim.num_tables)])
+        actions = np.concatenate(
+            [_policy_actions(b.mask[t * L : (t + 1) * L], rngs[t]) for t in range(sim.num_tables)]
+        )
         sim.step(actions, **b.out)
         trace.append({k: v.copy() for k, v in b.out.items()})
         if b.done.any():
@@ -151,9 +153,13 @@ def test_illegal_action_changes_nothing_and_names_the_slot():
     sim = _sim(2, seats=(0,), bots="rule")
     b = Buffers(2)
     sim.reset(None, **b.out)
-    before = [(sim.game(t).hand(0), sim.game(t).tiles_left, sim.game(t).pending()) for t in range(2)]
+    before = [
+        (sim.game(t).hand(0), sim.game(t).tiles_left, sim.game(t).pending()) for t in range(2)
+    ]
     bad = np.array([np.flatnonzero(b.mask[0])[0], np.flatnonzero(b.mask[1] == 0)[0]], np.int64)
-    with pytest.raises(ValueError, match=r"slot 1 \(table 1, seat 0\): action \d+ is not legal; legal indices"):
+    with pytest.raises(
+        ValueError, match=r"slot 1 \(table 1, seat 0\): action \d+ is not legal; legal indices"
+    ):
         sim.step(bad, **b.out)
     after = [(sim.game(t).hand(0), sim.game(t).tiles_left, sim.game(t).pending()) for t in range(2)]
     assert before == after  # table 0's legal action was not applied either
@@ -162,7 +168,10 @@ def test_illegal_action_changes_nothing_and_names_the_slot():
 def test_bad_arrays_and_configs_are_named():
     sim = _sim(2)
     b = Buffers(2)
-    with pytest.raises(ValueError, match=r"obs: expected a C-contiguous float32 CPU array of shape \(2, 84, 34\), got shape \(2, 84, 33\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"obs: expected a C-contiguous float32 CPU array of shape \(2, 84, 34\), got shape \(2, 84, 33\)",
+    ):
         sim.reset(None, np.zeros((2, 84, 33), np.float32), b.mask)
     with pytest.raises(TypeError):
         sim.reset(None, b.obs.astype(np.float64), b.mask)  # wrong dtype: nanobind refuses the array
@@ -184,8 +193,14 @@ def test_env_configuration_errors():
     for kwargs, msg in (
         (dict(num_envs=3, learner_seats=[0, 1]), "multiple of len\\(learner_seats\\)=2"),
         (dict(num_envs=2, learner_seats=[0, 5]), "1 to 4 distinct seats"),
-        (dict(num_envs=2, opponents="smart"), "unknown bot 'smart'; accepted: random, rule, rule-nofold"),
-        (dict(num_envs=2, opponents=["rule", "rule"]), "one per other seat \\(3 for learner seats \\[0\\]\\)"),
+        (
+            dict(num_envs=2, opponents="smart"),
+            "unknown bot 'smart'; accepted: random, rule, rule-nofold",
+        ),
+        (
+            dict(num_envs=2, opponents=["rule", "rule"]),
+            "one per other seat \\(3 for learner seats \\[0\\]\\)",
+        ),
         (dict(num_envs=2, rules={"east_onyl": True}), "unknown option\\(s\\) \\['east_onyl'\\]"),
         (dict(num_envs=2, rank_reward=[1, 0]), "4 numbers"),
     ):

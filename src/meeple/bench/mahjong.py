@@ -1,4 +1,5 @@
-"""Riichi mahjong engine speed: meeple vs pymahjong and riichienv, uniform random legal play.
+"""Riichi mahjong speed: the engine, the encoder, the batch simulator and the rule bot, each
+next to pymahjong (and riichienv) measured in the same run.
 
     python -m meeple.bench mahjong --out mahjong.json [--games 20] [--native-games 300]
 
@@ -10,10 +11,15 @@ Measured in one process, one core, one after the other:
 - ``meeple-rule-bots``: full games with the native rule-based bot in every seat
   (``play_bots``, docs/mahjong_bots.md): games/hour/core;
 - ``pymahjong``: single hands (its env plays one hand), hands/s and decisions/s;
-- ``riichienv``: full East-South games (``4p-red-half``), games/hour and decisions/s.
+- ``riichienv``: full East-South games (``4p-red-half``), games/hour and decisions/s;
+- ``meeple-encoder``: 84x34 observations/s (native loop and one Python call each) beside
+  pymahjong's 93x34 encoder (``meeple_mahjong.encode_speed``);
+- ``meeple-batch-B{1,64,512}``: the batch simulator, learner in every seat, trivial policy
+  (first legal index), learner decisions/s with their observations, next to
+  ``pymahjong-with-obs``: pymahjong stepping with the actor's observation encoded each decision.
 Rates are per CPU second of the process (one core); wall-clock rates are saved too.
 A peer that does not import is reported as missing. Ratios compare decisions/s (the only
-unit all four share) and games/hour where both play full games.
+unit all share) and games/hour where both play full games.
 """
 
 from __future__ import annotations
@@ -69,6 +75,63 @@ def _meeple_rule_bots(games: int, seed: int) -> dict[str, Any]:
         g.reset(seed, i)
         decisions += sum(mj.play_bots(g, ["rule"] * 4, i)["decisions"])
     return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
+
+
+BATCH_SIZES = (1, 64, 512)
+
+
+def _encoder(seed: int) -> dict[str, Any]:
+    from meeple_mahjong.encode_speed import encoder_rates
+
+    return encoder_rates(seed=seed)
+
+
+def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
+    """The batch simulator with the learner in all four seats and a trivial policy (the first
+    legal index): learner decisions per CPU second, each with its 84x34 observation encoded."""
+    import numpy as np
+
+    import meeple_mahjong as mj
+
+    sim = mj.BatchSim(tables, mj.Game(), session_seed=seed, learner_seats=[0, 1, 2, 3], threads=1)
+    n = sim.num_slots
+    out = dict(obs=np.empty((n, 84, 34), np.float32), mask=np.empty((n, mj.NUM_ACTIONS), np.uint8),
+               active=np.empty(n, np.uint8), reward=np.empty(n, np.float32), done=np.empty(n, np.uint8))  # fmt: skip
+    sim.reset(None, **out)
+    made = steps = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while made < decisions:
+        made += int(out["active"].sum())
+        sim.step(out["mask"].argmax(1).astype(np.int64), **out)
+        steps += 1
+        if out["done"].any():
+            sim.reset(out["done"].reshape(tables, 4).any(1).astype(np.uint8), **out)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"tables": tables, "calls": steps, "decisions": made, "games": sim.games_finished,
+            "cpu_s": round(cpu, 4), "wall_s": round(wall, 4),
+            "decisions_per_s": round(made / cpu, 1), "decisions_per_s_wall": round(made / wall, 1)}  # fmt: skip
+
+
+def _pymahjong_with_obs(hands: int, seed: int) -> dict[str, Any]:
+    """pymahjong stepping one table from Python with the acting seat's observation (93x34)
+    encoded at every decision: the peer of the batch simulator's per-decision work."""
+    import numpy as np
+    import pymahjong
+
+    rng = random.Random(seed)
+    env = pymahjong.MahjongEnv()
+    obs = np.zeros((env.PLAYER_OBS_DIM, 34), np.int8)
+    decisions = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(hands):
+        env.reset(oya=i % 4, game_wind="east")
+        while not env.is_over():
+            pid = env.get_curr_player_id()
+            obs.fill(0)
+            pymahjong.encv1_encode_table(env.t, pid, False, obs)
+            env.step(pid, rng.choice(list(env.get_valid_actions())))
+            decisions += 1
+    return _rates(hands, decisions, time.perf_counter() - t0, time.process_time() - c0, "hands")
 
 
 def _pymahjong(hands: int, seed: int) -> dict[str, Any]:
@@ -133,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--native-games", type=int, default=300, help="full games for the C++ loop")
     p.add_argument("--bot-games", type=int, default=100, help="full games, rule bot in every seat")
     p.add_argument("--hands", type=int, default=200, help="pymahjong hands")
+    p.add_argument("--batch-decisions", type=int, default=40_000,
+                   help="learner decisions per batch-simulator size (B = 1, 64, 512)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    for flag in ("games", "native_games", "bot_games", "hands"):
+    for flag in ("games", "native_games", "bot_games", "hands", "batch_decisions"):
         if getattr(a, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be >= 1")
     res = {
@@ -144,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         "meeple-rule-bots": _run("meeple_mahjong", _meeple_rule_bots, a.bot_games, a.seed),
         "pymahjong": _run("pymahjong", _pymahjong, a.hands, a.seed),
         "riichienv": _run("riichienv", _riichienv, a.games, a.seed),
+        "meeple-encoder": _run("meeple_mahjong", _encoder, a.seed),
+        **{
+            f"meeple-batch-B{b}": _run("meeple_mahjong", _batch_sim, b, a.batch_decisions, a.seed)
+            for b in BATCH_SIZES
+        },  # fmt: skip
+        "pymahjong-with-obs": _run("pymahjong", _pymahjong_with_obs, a.hands, a.seed),
     }
     ratios: dict[str, float] = {}
     m = res["meeple"]
@@ -161,6 +232,31 @@ def main(argv: list[str] | None = None) -> int:
         ratios["meeple-native games_per_hour / 1e6 goal"] = round(
             res["meeple-native"]["games_per_hour"] / 1e6, 3
         )
+    enc = res["meeple-encoder"]
+    if enc["ok"]:
+        ratios["meeple encoder obs_per_s / 200k goal"] = round(
+            enc["meeple_public_native_obs_per_s"] / 2e5, 3
+        )
+        peer = enc.get("pymahjong", {}).get("public_93x34_python_obs_per_s")
+        if peer:
+            ratios["meeple/pymahjong encoder obs_per_s (native loop)"] = round(
+                enc["meeple_public_native_obs_per_s"] / peer, 3
+            )
+            ratios["meeple/pymahjong encoder obs_per_s (one Python call each)"] = round(
+                enc["meeple_public_python_obs_per_s"] / peer, 3
+            )
+    if res["pymahjong-with-obs"]["ok"]:
+        for b in BATCH_SIZES:
+            r = res[f"meeple-batch-B{b}"]
+            if r["ok"]:
+                ratios[f"meeple-batch-B{b}/pymahjong-with-obs decisions_per_s"] = round(
+                    r["decisions_per_s"] / res["pymahjong-with-obs"]["decisions_per_s"], 3
+                )
+    if res["meeple-rule-bots"]["ok"] and res["pymahjong"]["ok"]:
+        # pymahjong has no built-in bot: its random play (single hands) is the nearest number.
+        ratios["meeple-rule-bots games_per_hour vs pymahjong random hands_per_hour"] = round(
+            res["meeple-rule-bots"]["games_per_hour"] / res["pymahjong"]["hands_per_hour"], 3
+        )
     payload = {
         "benchmark": "mahjong",
         "results": res,
@@ -169,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             "meeple/pymahjong decisions_per_s": 4.0,
             "meeple/riichienv decisions_per_s": 1.3,
             "meeple-native games_per_hour": 1e6,
+            "meeple encoder obs_per_s": 2e5,
         },  # fmt: skip
         "load_average_1m": os.getloadavg()[0],
         "cpu_count": os.cpu_count(),

@@ -6,6 +6,7 @@ import lightning as L
 import torch
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
+from meeple.envs.factory import round_to_unit
 from meeple.seeding import Component
 from meeple.tracking.keys import EVAL_RETURN
 
@@ -70,7 +71,9 @@ class GreedyEvaluation(L.Callback):
         if self._env is None:
             # Evaluation draws from its own seed stream: never the training envs' seeds.
             self._seeds = dm.seed_stream(Component.EVALUATION)
-            self._env = dm.env_fn(num_envs=self.episodes, seed=next(self._seeds))
+            # Backends built from groups of envs take a multiple of their unit (extra envs play too).
+            episodes = round_to_unit(self.episodes, getattr(dm, "batch_unit", 1))
+            self._env = dm.env_fn(num_envs=episodes, seed=next(self._seeds))
         else:
             self._env.set_seed(next(self._seeds))
         was_training = pl_module.training

@@ -53,9 +53,11 @@ class RolloutDataModule(L.LightningDataModule):
         minibatch_size: int,
         collector_type: str,
         env_snapshots: EnvSnapshots | None = None,
+        batch_unit: int = 1,
     ) -> None:
         """``env_fn(num_envs=, seed=)`` builds one worker's batch of ``num_envs`` envs;
-        ``env_snapshots`` (the backend's, optional) lets checkpoints capture its envs."""
+        ``env_snapshots`` (the backend's, optional) lets checkpoints capture its envs;
+        ``batch_unit``: every batch ``env_fn`` builds is a multiple of it (evaluation rounds up)."""
         super().__init__()
         self.env_fn = env_fn
         self.seeds = seeds
@@ -66,6 +68,7 @@ class RolloutDataModule(L.LightningDataModule):
         self.minibatch_size = minibatch_size
         self.collector_type = collector_type
         self.env_snapshots = env_snapshots
+        self.batch_unit = batch_unit
         self.frames_per_batch = num_envs * len(self.worker_seeds) * rollout_steps
         self.minibatches_per_epoch = self.frames_per_batch // minibatch_size
         self.generator = torch.Generator().manual_seed(seeds.seed(Component.DATA))

@@ -38,11 +38,28 @@ def make_env(
     return env
 
 
+def batch_unit(env_cfg: Mapping[str, Any]) -> int:
+    """The backend's smallest batch: every ``num_envs`` it builds is a multiple of it.
+
+    1 for most backends; a backend whose batch is made of groups (mahjong: one slot per
+    learner seat at each table) says so with an optional ``batch_unit(env_cfg)``.
+    """
+    unit = getattr(load_backend(env_cfg["backend"]), "batch_unit", None)
+    return int(unit(env_cfg)) if unit is not None else 1
+
+
+def round_to_unit(n: int, unit: int) -> int:
+    """``n`` rounded up to a multiple of ``unit`` (at least one unit)."""
+    return max(-(-n // unit), 1) * unit
+
+
 def is_remote(transport: Mapping[str, Any] | None) -> bool:
     return transport is not None and transport.get("type", "inproc") != "inproc"
 
 
-def env_snapshots(env_cfg: Mapping[str, Any], transport: Mapping[str, Any] | None = None) -> EnvSnapshots | None:
+def env_snapshots(
+    env_cfg: Mapping[str, Any], transport: Mapping[str, Any] | None = None
+) -> EnvSnapshots | None:
     """The backend's optional snapshot functions (exact resume), or None when it has none.
 
     They act on the backend's own env: pass ``env.base_env`` of an env from :func:`make_env`.

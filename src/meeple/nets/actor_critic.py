@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -31,7 +30,9 @@ def observation_shape(observation_spec: Composite) -> tuple[int, ...]:
 def num_actions(action_spec: TensorSpec) -> int:
     n = getattr(getattr(action_spec, "space", None), "n", None)
     if n is None:
-        raise ConfigError(f"the actor needs a discrete action spec; the env has {type(action_spec).__name__}")
+        raise ConfigError(
+            f"the actor needs a discrete action spec; the env has {type(action_spec).__name__}"
+        )
     return int(n)
 
 
@@ -69,14 +70,20 @@ def build_actor_critic(
     flat = Flatten(obs_dims)
     if not shared:
         policy_net = TensorDictModule(
-            nn.Sequential(flat, *mlp(n_obs, n_actions, hidden, activation, 0.01)), [OBS_KEY], ["logits"]
+            nn.Sequential(flat, *mlp(n_obs, n_actions, hidden, activation, 0.01)),
+            [OBS_KEY],
+            ["logits"],
         )
-        critic = ValueOperator(nn.Sequential(flat, *mlp(n_obs, 1, hidden, activation, 1.0)), in_keys=[OBS_KEY])
+        critic = ValueOperator(
+            nn.Sequential(flat, *mlp(n_obs, 1, hidden, activation, 1.0)), in_keys=[OBS_KEY]
+        )
         return categorical_actor(policy_net, observation_spec, action_spec), critic
 
     if not hidden:
         raise ConfigError("model.shared=true needs at least one hidden layer (model.hidden)")
-    trunk = TensorDictModule(nn.Sequential(flat, *mlp_trunk(n_obs, hidden, activation)), [OBS_KEY], ["hidden"])
+    trunk = TensorDictModule(
+        nn.Sequential(flat, *mlp_trunk(n_obs, hidden, activation)), [OBS_KEY], ["hidden"]
+    )
     return shared_heads(trunk, hidden[-1], observation_spec, action_spec)
 
 
@@ -84,9 +91,13 @@ def shared_heads(
     trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec
 ) -> tuple[ProbabilisticActor, TensorDictModule]:
     """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator)."""
-    policy_head = TensorDictModule(orthogonal_linear(width, num_actions(action_spec), 0.01), ["hidden"], ["logits"])
+    policy_head = TensorDictModule(
+        orthogonal_linear(width, num_actions(action_spec), 0.01), ["hidden"], ["logits"]
+    )
     value_head = ValueOperator(orthogonal_linear(width, 1, 1.0), in_keys=["hidden"])
-    operator = ActorValueOperator(trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head)
+    operator = ActorValueOperator(
+        trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head
+    )
     return operator.get_policy_operator(), operator.get_value_operator()
 
 
@@ -100,5 +111,9 @@ def categorical_actor(
     else:
         in_keys, dist = ["logits"], Categorical
     return ProbabilisticActor(
-        logits_module, in_keys=in_keys, distribution_class=dist, spec=action_spec, return_log_prob=True
+        logits_module,
+        in_keys=in_keys,
+        distribution_class=dist,
+        spec=action_spec,
+        return_log_prob=True,
     )

@@ -16,7 +16,13 @@ from torchrl.data import Composite, TensorSpec
 from torchrl.modules import ProbabilisticActor, ValueOperator
 
 from meeple.errors import ConfigError
-from meeple.nets.actor_critic import OBS_KEY, categorical_actor, num_actions, observation_shape, shared_heads
+from meeple.nets.actor_critic import (
+    OBS_KEY,
+    categorical_actor,
+    num_actions,
+    observation_shape,
+    shared_heads,
+)
 from meeple.nets.mlp import orthogonal_linear
 
 
@@ -77,7 +83,9 @@ def build_planes_actor_critic(
     """Categorical policy (masked when the env has ``action_mask``) and state value over planes."""
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
-        raise ConfigError(f"model planes_resnet reads (planes, width) observations; the env's are {shape}")
+        raise ConfigError(
+            f"model planes_resnet reads (planes, width) observations; the env's are {shape}"
+        )
     for name, v in (("channels", channels), ("hidden", hidden)):
         if v < 1:
             raise ConfigError(f"model.{name}={v}; accepted: an integer >= 1")
@@ -85,12 +93,18 @@ def build_planes_actor_critic(
         raise ConfigError(f"model.blocks={blocks}; accepted: an integer >= 0")
     planes, width = shape
     if shared:
-        trunk = TensorDictModule(planes_tower(planes, width, channels, blocks, hidden), [OBS_KEY], ["hidden"])
+        trunk = TensorDictModule(
+            planes_tower(planes, width, channels, blocks, hidden), [OBS_KEY], ["hidden"]
+        )
         return shared_heads(trunk, hidden, observation_spec, action_spec)
     policy = nn.Sequential(
         planes_tower(planes, width, channels, blocks, hidden),
         orthogonal_linear(hidden, num_actions(action_spec), 0.01),
     )
-    value = nn.Sequential(planes_tower(planes, width, channels, blocks, hidden), orthogonal_linear(hidden, 1, 1.0))
-    actor = categorical_actor(TensorDictModule(policy, [OBS_KEY], ["logits"]), observation_spec, action_spec)
+    value = nn.Sequential(
+        planes_tower(planes, width, channels, blocks, hidden), orthogonal_linear(hidden, 1, 1.0)
+    )
+    actor = categorical_actor(
+        TensorDictModule(policy, [OBS_KEY], ["logits"]), observation_spec, action_spec
+    )
     return actor, ValueOperator(value, in_keys=[OBS_KEY])

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from meeple.config.schema import PPOPhase
 from meeple.data.rollout import RolloutDataModule
-from meeple.envs.factory import env_snapshots, make_env
+from meeple.envs.factory import batch_unit, env_snapshots, make_env
 from meeple.nets.compile import compile_networks
 from meeple.phases import PhaseParts
 from meeple.plugins.registry import load_backend
@@ -34,7 +34,8 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
     env_fn = partial(make_env, env_cfg, transport=transport_cfg)
     # Specs come from a throwaway single env so the model is built before the collector.
-    probe = env_fn(num_envs=1, seed=seeds.seed(Component.ENV))
+    unit = batch_unit(env_cfg)
+    probe = env_fn(num_envs=unit, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
     actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
     probe.close()
@@ -52,6 +53,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
         env_snapshots=env_snapshots(env_cfg, transport_cfg),
+        batch_unit=unit,
     )
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts)

@@ -9,6 +9,9 @@
   (docs/mahjong_encoding.md); `augment`: suit permutations of games, planes and actions
 - bots: `bot_names()`, `bot_action(game, seat, bot, seed)`, `play_bots(game, bots, policy_seed)`
   (docs/mahjong_bots.md; 1v3 duplicate evaluation in meeple_mahjong.duplicate)
+- action space: `action_index(action)`, `legal_mask(game, seat)`, `action_from_index(game, seat, i)`
+  (155 indices, docs/mahjong_encoding.md); `BatchSim`: B tables per call for a learner, bots in
+  the other seats (docs/mahjong_env.md); `env.MahjongEnv`: the TorchRL env of `env=mahjong`
 """
 
 from meeple_native import mahjong as _mj
@@ -36,8 +39,18 @@ NUM_ACTIONS: int = _mj.NUM_ACTIONS
 bot_names = _mj.bot_names
 bot_action = _mj.bot_action
 play_bots = _mj.play_bots
+action_index = _mj.action_index
+legal_mask = _mj.legal_mask
+action_from_index = _mj.action_from_index
+BatchSim = _mj.BatchSim
+PASS_ACTION: int = _mj.PASS_ACTION
 
 __all__ = [
+    "PASS_ACTION",
+    "BatchSim",
+    "action_from_index",
+    "action_index",
+    "legal_mask",
     "NUM_ACTIONS",
     "ORACLE_PLANES",
     "PLANE_WIDTH",

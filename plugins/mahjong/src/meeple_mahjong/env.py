@@ -75,19 +75,29 @@ class MahjongEnv(EnvBase):
         device: str | torch.device = "cpu",
     ) -> None:
         learner_seats = [int(s) for s in learner_seats]
-        if not learner_seats or len(set(learner_seats)) != len(learner_seats) or not all(0 <= s < 4 for s in learner_seats):
-            raise ConfigError(f"env.learner_seats={learner_seats}; accepted: 1 to 4 distinct seats in 0..3")
+        if (
+            not learner_seats
+            or len(set(learner_seats)) != len(learner_seats)
+            or not all(0 <= s < 4 for s in learner_seats)
+        ):
+            raise ConfigError(
+                f"env.learner_seats={learner_seats}; accepted: 1 to 4 distinct seats in 0..3"
+            )
         if num_envs < 1 or num_envs % len(learner_seats):
             raise ConfigError(
                 f"env.num_envs={num_envs} must be a positive multiple of len(learner_seats)={len(learner_seats)}: "
                 "each table gives one slot per learner seat"
             )
         if len(rank_reward) != 4:
-            raise ConfigError(f"env.rank_reward={list(rank_reward)}; accepted: 4 numbers, 1st to 4th place")
+            raise ConfigError(
+                f"env.rank_reward={list(rank_reward)}; accepted: 4 numbers, 1st to 4th place"
+            )
         rules = dict(rules or {})
         unknown = sorted(set(rules) - set(RULE_KEYS))
         if unknown:
-            raise ConfigError(f"env.rules: unknown option(s) {unknown}; accepted: {', '.join(RULE_KEYS)}")
+            raise ConfigError(
+                f"env.rules: unknown option(s) {unknown}; accepted: {', '.join(RULE_KEYS)}"
+            )
         if threads < 1:
             raise ConfigError(f"env.threads={threads}; accepted: an integer >= 1")
         super().__init__(batch_size=torch.Size([num_envs]), device=device)
@@ -123,7 +133,9 @@ class MahjongEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         # Walls and bot streams derive from the session seed (docs/mahjong_engine.md): a new
         # seed is a new simulator whose tables start their games on the next reset.
-        self.sim = _mj.BatchSim(self.num_tables, self._rules, session_seed=int(seed or 0), **self._sim_args)
+        self.sim = _mj.BatchSim(
+            self.num_tables, self._rules, session_seed=int(seed or 0), **self._sim_args
+        )
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         tables = None
@@ -141,9 +153,13 @@ class MahjongEnv(EnvBase):
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """A uniformly random *legal* action per slot (rollouts without a policy)."""
         if tensordict is None or "action_mask" not in tensordict.keys():
-            raise ValueError("MahjongEnv.rand_action needs the tensordict of the last reset/step (its action_mask)")
+            raise ValueError(
+                "MahjongEnv.rand_action needs the tensordict of the last reset/step (its action_mask)"
+            )
         mask = tensordict["action_mask"].float()
-        tensordict["action"] = torch.multinomial(mask.reshape(-1, NUM_ACTIONS), 1).reshape(self.batch_size)
+        tensordict["action"] = torch.multinomial(mask.reshape(-1, NUM_ACTIONS), 1).reshape(
+            self.batch_size
+        )
         return tensordict
 
     def _run(self, call) -> TensorDictBase:
@@ -184,7 +200,13 @@ class MahjongBackend:
 
     name = "mahjong"
 
-    def make_env(self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu") -> EnvBase:
+    def batch_unit(self, env_cfg: Mapping[str, Any]) -> int:
+        """Batches are whole tables: one slot per learner seat."""
+        return len(env_cfg.get("learner_seats", (0,)))
+
+    def make_env(
+        self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
+    ) -> EnvBase:
         return MahjongEnv(
             num_envs,
             learner_seats=env_cfg.get("learner_seats", (0,)),
