@@ -24,7 +24,11 @@ from torchrl.envs import EnvBase
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
 
-PLANES, WIDTH, ORACLE_PLANES = 84, 34, 205  # docs/mahjong_encoding.md
+PLANES, WIDTH, ORACLE_PLANES = (
+    _mj.PUBLIC_PLANES,
+    _mj.PLANE_WIDTH,
+    _mj.ORACLE_PLANES,
+)  # docs/mahjong_encoding.md
 NUM_ACTIONS = _mj.NUM_ACTIONS
 BOTS = tuple(_mj.bot_names())  # random, rule, rule-nofold (docs/mahjong_bots.md)
 RULE_KEYS = (
@@ -110,7 +114,10 @@ class MahjongEnv(EnvBase):
             score_scale=float(score_scale),
             rank_reward=[float(r) for r in rank_reward],
         )
-        self._rules = _mj.Game(**rules)
+        try:
+            self._rules = _mj.Game(**rules)
+        except TypeError as e:  # a value of the wrong type (nanobind lists the signature)
+            raise ConfigError(f"env.rules={rules}: {e}") from None
         self.oracle = oracle
         self.sim = _mj.BatchSim(self.num_tables, self._rules, session_seed=0, **self._sim_args)
         n = num_envs
