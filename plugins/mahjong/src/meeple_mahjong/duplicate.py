@@ -313,6 +313,13 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, Any]]:
 
     torch.set_num_threads(a.torch_threads)
     actor, info = load_policy_actor(a.checkpoint, device=a.device)
+    trained = bool(((info["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
+    if trained != a.east_only:
+        print(
+            f"note: the policy trained on {'East-only' if trained else 'East-South'} games and plays "
+            f"{'East-only' if a.east_only else 'East-South'} ones here (--east-only sets this)",
+            file=sys.stderr,
+        )
     table = PolicyTable(
         greedy_policy(actor, device=a.device), threads=a.threads, east_only=a.east_only
     )
