@@ -11,8 +11,8 @@ luck of the walls cancels out, and a player against copies of itself ranks exact
 
 The bookkeeping is independent of how games are played: a `Table` plays a batch of
 `GameJob`s and returns per-seat `SeatResult`s. `BotTable` plays the built-in bots natively;
-a learned policy plugs in as another `Table` (e.g. over the batch simulator) and reuses
-`run_duplicate` and `DuplicateStats` unchanged.
+a learned policy plugs in as another `Table` (`meeple_mahjong.policy.PolicyTable`, over the
+batch simulator) and reuses `run_duplicate` and `DuplicateStats` unchanged.
 """
 
 from __future__ import annotations
