@@ -121,7 +121,8 @@ void register_batch(nb::module_& m) {
                                         .c_str());
             for (int s = 0; s < 4; ++s) cfg.bots[s] = bot_from_name(bots[s]);
             if (games) {
-              if (games->empty()) throw nb::value_error("games: give at least one (session_seed, game_index, policy_seed)");
+              if (games->empty())
+                throw nb::value_error("games: give at least one (session_seed, game_index, policy_seed)");
               for (const auto& [seed, index, policy] : *games) cfg.games.push_back(GameSpec{seed, index, policy});
             }
             new (self) BatchSim(std::move(cfg));
@@ -210,7 +211,8 @@ void register_batch(nb::module_& m) {
           "act",
           [](SplitMix64& rng, const Game& g, int seat, const std::string& bot) {
             const Bot b = bot_named(bot);
-            if (seat < 0 || seat > 3) throw nb::value_error(("seat must be in 0..3, got " + std::to_string(seat)).c_str());
+            if (seat < 0 || seat > 3)
+              throw nb::value_error(("seat must be in 0..3, got " + std::to_string(seat)).c_str());
             const std::vector<int> pending = g.pending();
             if (std::find(pending.begin(), pending.end(), seat) == pending.end())
               throw nb::value_error(("BotStream.act: seat " + std::to_string(seat) + " has no decision now").c_str());

@@ -214,6 +214,13 @@ def test_a_shared_trunk_model_and_compiled_keys_load(tmp_path):
     td = env.reset()
     assert torch.equal(greedy_policy(loaded)(td["observation"], td["action_mask"]),
                        reference(td["observation"], td["action_mask"]))  # fmt: skip
+    # The same weights under a config that builds another network: refused, keys named.
+    config["model"]["hidden"] = 32
+    save_atomic({"model_state_dict": state, "config": config, "checkpoint_version": 1}, path)
+    with pytest.raises(
+        CheckpointError, match="weights do not fit model 'meeple.nets.planes.*size mismatch"
+    ):
+        load_policy_actor(path)
 
 
 def test_bad_checkpoints_are_clear_errors(run_dir, tmp_path, capsys):

@@ -78,12 +78,20 @@ def load_actor(
         )
     state = actor_state(ckpt.get("model_state_dict") or {}, str(file))
     observation_spec, action_spec = make_specs(config)
-    actor, _critic = instantiate(OmegaConf.create(config["model"]))(observation_spec, action_spec)
+    target = config["model"].get("_target_") if isinstance(config["model"], dict) else None
+    try:
+        actor, _critic = instantiate(OmegaConf.create(config["model"]))(
+            observation_spec, action_spec
+        )
+    except Exception as err:  # a model this meeple cannot build: an import, a changed signature
+        raise CheckpointError(
+            f"{file}: cannot rebuild model {target!r} from the saved config ({type(err).__name__}: {err})"
+        ) from err
     try:
         actor.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise CheckpointError(
-            f"{file}: the weights do not fit model {config['model'].get('_target_')!r} built for this env "
+            f"{file}: the weights do not fit model {target!r} built for this env "
             f"({' '.join(str(err).split())[:500]})"
         ) from err
     info = {"file": str(file.resolve()), "global_step": ckpt.get("global_step"),
