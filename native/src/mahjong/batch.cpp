@@ -19,6 +19,9 @@ BatchSim::BatchSim(BatchConfig cfg) : cfg_(std::move(cfg)) {
     slot_of_seat_[s] = static_cast<int>(i);
   }
   if (cfg_.threads < 1) throw std::invalid_argument("threads must be >= 1, got " + std::to_string(cfg_.threads));
+  if (explicit_games() && cfg_.games.size() != static_cast<size_t>(cfg_.num_tables))
+    throw std::invalid_argument("games: one per table (" + std::to_string(cfg_.num_tables) + "), got " +
+                                std::to_string(cfg_.games.size()));
   tables_.reserve(cfg_.num_tables);
   for (int t = 0; t < cfg_.num_tables; ++t) {
     tables_.push_back(Table{Game(cfg_.rules)});
@@ -54,13 +57,43 @@ uint64_t BatchSim::decisions() const {
   return n;
 }
 
+BotMatch BatchSim::table_stats(int t) const {
+  const Table& tb = tables_.at(t);
+  const Game& g = tb.game;
+  BotMatch m;  // filled as play_bots fills it
+  for (const WinRecord& w : g.wins()) {
+    ++m.seats[w.winner].wins;
+    if (w.loser < 0) ++m.seats[w.winner].tsumo;
+    else ++m.seats[w.loser].deal_ins;
+  }
+  std::array<int, 4> order{0, 1, 2, 3};
+  const auto& sc = g.scores();
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return sc[a] > sc[b]; });
+  for (int r = 0; r < 4; ++r) m.seats[order[r]].rank = r + 1;
+  for (int s = 0; s < 4; ++s) {
+    m.seats[s].score = sc[s];
+    m.seats[s].riichi = tb.riichi[s], m.seats[s].calls = tb.calls[s], m.seats[s].decisions = tb.seat_decisions[s];
+  }
+  m.hands = g.hands_played();
+  return m;
+}
+
 void BatchSim::start_game(int t) {
   Table& tb = tables_[t];
-  tb.game_index = (static_cast<uint64_t>(t) << 32) | tb.games_started++;
-  tb.game.reset(cfg_.session_seed, tb.game_index);
-  // Bot streams keyed by seat (not by player), so rotating players replays the same games.
-  for (int s = 0; s < 4; ++s)
-    tb.rng[s] = SplitMix64(hand_key(cfg_.session_seed ^ 0xB0B5EEDull, tb.game_index, 0x100u + s, 0));
+  if (explicit_games()) {
+    const GameSpec& spec = cfg_.games[t];
+    ++tb.games_started;
+    tb.game_index = spec.game_index;
+    tb.game.reset(spec.session_seed, spec.game_index);
+    for (int s = 0; s < 4; ++s) tb.rng[s] = SplitMix64(seat_stream_seed(spec.policy_seed, s));  // as play_bots
+  } else {
+    tb.game_index = (static_cast<uint64_t>(t) << 32) | tb.games_started++;
+    tb.game.reset(cfg_.session_seed, tb.game_index);
+    // Bot streams keyed by seat (not by player), so rotating players replays the same games.
+    for (int s = 0; s < 4; ++s)
+      tb.rng[s] = SplitMix64(hand_key(cfg_.session_seed ^ 0xB0B5EEDull, tb.game_index, 0x100u + s, 0));
+  }
+  tb.riichi.fill(0), tb.calls.fill(0), tb.seat_decisions.fill(0), tb.melds.fill(0);
   tb.last_score = tb.game.scores();
   tb.finished = false;
   advance(t);
@@ -77,8 +110,19 @@ void BatchSim::advance(int t) {
         break;
       }
     if (bot_seat < 0) return;  // only learner seats are to act
-    g.step(bot_seat, bot_action(cfg_.bots[bot_seat], g, bot_seat, tb.rng[bot_seat]));
-    ++tb.decisions;
+    apply(tb, bot_seat, bot_action(cfg_.bots[bot_seat], g, bot_seat, tb.rng[bot_seat]));
+  }
+}
+
+void BatchSim::apply(Table& tb, int seat, const Action& a) {
+  tb.game.step(seat, a);
+  ++tb.decisions, ++tb.seat_decisions[seat];
+  tb.riichi[seat] += a.type == ActionType::Riichi;
+  // Calls that happened (a claim may lose to a ron): new open melds, as play_bots counts them.
+  for (int s = 0; s < 4; ++s) {
+    const auto& ms = tb.game.melds(s);
+    if (ms.size() > tb.melds[s] && ms.back().type != MeldType::Ankan) ++tb.calls[s];
+    tb.melds[s] = ms.size();
   }
 }
 
@@ -125,6 +169,10 @@ void BatchSim::write(int t, const BatchOut& out, bool ended) {
 
 void BatchSim::reset(const uint8_t* reset, const BatchOut& out) {
   if (!out.obs || !out.mask) throw std::invalid_argument("reset: obs and mask outputs are required");
+  if (explicit_games())
+    for (int t = 0; t < cfg_.num_tables; ++t)
+      if ((!reset || reset[t]) && tables_[t].games_started)
+        throw std::invalid_argument("table " + std::to_string(t) + " has played its explicit game: it cannot be reset");
   parallel([&](int t) {
     if (!reset || reset[t]) {
       start_game(t);
@@ -148,8 +196,10 @@ void BatchSim::step(const int64_t* actions, const BatchOut& out) {
   const int L = static_cast<int>(cfg_.learner_seats.size());
   // Check everything before touching any table, so a bad action changes nothing.
   for (int t = 0; t < cfg_.num_tables; ++t) {
-    if (tables_[t].finished)
+    if (tables_[t].finished) {
+      if (explicit_games() && tables_[t].games_started) continue;  // its game is over: skipped
       throw std::invalid_argument("table " + std::to_string(t) + " has no game in progress: reset it first");
+    }
     for (int i = 0; i < L; ++i) {
       const size_t slot = static_cast<size_t>(t) * L + i;
       if (!active_[slot]) continue;
@@ -166,11 +216,14 @@ void BatchSim::step(const int64_t* actions, const BatchOut& out) {
   }
   parallel([&](int t) {
     Table& tb = tables_[t];
+    if (tb.finished) {  // an explicit game already over: rows rewritten, inactive
+      write(t, out, false);
+      return;
+    }
     for (int i = 0; i < L; ++i) {
       const size_t slot = static_cast<size_t>(t) * L + i;
       if (!active_[slot]) continue;
-      tb.game.step(cfg_.learner_seats[i], lookup_[slot][actions[slot]]);
-      ++tb.decisions;
+      apply(tb, cfg_.learner_seats[i], lookup_[slot][actions[slot]]);
     }
     advance(t);
     const bool ended = tb.game.is_done();

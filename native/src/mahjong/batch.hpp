@@ -13,6 +13,13 @@
 // SplitMix64 stream keyed by (session seed, game index, seat). A table's play is
 // therefore a function of the seeds and the learner's actions only: the thread count and
 // the number of tables do not change it.
+//
+// Explicit games (duplicate evaluation, docs/mahjong_bots.md): with `games` set, table t
+// plays exactly games[t] once: walls from (its session seed, its game index) and bot seat
+// s on the stream seat_stream_seed(its policy seed, s), as play_bots would, so a learned
+// policy and the bots meet on the very games of a bot-only duplicate. A table whose game
+// is over stays finished: step skips it (its slots inactive) and reset refuses it.
+// Every table counts per-seat stats for both modes (table_stats, counted as play_bots does).
 #pragma once
 
 #include <array>
@@ -32,6 +39,11 @@
 
 namespace meeple::mj {
 
+// One explicit game: walls from (session_seed, game_index), bot streams from policy_seed.
+struct GameSpec {
+  uint64_t session_seed = 0, game_index = 0, policy_seed = 0;
+};
+
 struct BatchConfig {
   int num_tables = 1;
   GameRules rules;
@@ -41,6 +53,7 @@ struct BatchConfig {
   int threads = 1;
   double score_scale = 1e-4;                       // reward per point of score change
   std::array<float, 4> rank_reward{0.9f, 0.45f, 0.0f, -1.35f};  // added at the game's end, by rank
+  std::vector<GameSpec> games;  // explicit games: table t plays games[t] once (size num_tables)
 };
 
 // Caller-provided outputs, one row per slot (any may be null except obs/mask where noted).
@@ -72,10 +85,15 @@ class BatchSim {
   // Plays actions[slot] for every active slot (others are ignored), advances every table
   // to its next learner decision and writes every slot. A table whose game ends is done
   // and stays at its final state until reset. Throws std::invalid_argument, with nothing
-  // applied, if an active slot's action is not legal or a finished table is stepped.
+  // applied, if an active slot's action is not legal or a finished table is stepped
+  // (with explicit games a finished table is skipped instead: its slots stay inactive).
   void step(const int64_t* actions, const BatchOut& out);
 
   const Game& game(int table) const { return tables_.at(table).game; }
+  // The table's current (or last) game so far, per seat as play_bots reports it: score,
+  // rank (1-4, ties to the lower seat), wins, tsumo, deal-ins, riichi, calls, decisions.
+  BotMatch table_stats(int table) const;
+  bool finished(int table) const { return tables_.at(table).finished; }
   uint64_t games_finished() const;
   uint64_t decisions() const;  // learner and bot decisions so far
 
@@ -85,12 +103,16 @@ class BatchSim {
     uint64_t games_started = 0, game_index = 0;
     std::array<SplitMix64, 4> rng{SplitMix64(0), SplitMix64(0), SplitMix64(0), SplitMix64(0)};
     std::array<int, 4> last_score{};
+    std::array<int, 4> riichi{}, calls{}, seat_decisions{};
+    std::array<size_t, 4> melds{};  // open-meld counting (as play_bots)
     bool finished = false;
     uint64_t games_finished = 0, decisions = 0;
   };
 
   void start_game(int t);
   void advance(int t);  // bots act until a learner seat is pending or the game ends
+  void apply(Table& tb, int seat, const Action& a);  // one decision, counted in the stats
+  bool explicit_games() const { return !cfg_.games.empty(); }
   void write(int t, const BatchOut& out, bool ended);
   void parallel(const std::function<void(int)>& per_table);
   void worker_loop(int id);

@@ -4,8 +4,10 @@
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -38,6 +40,30 @@ T* checked(const char* name, Array<T>& a, std::initializer_list<size_t> shape, c
                               .c_str());
   }
   return a.data();
+}
+
+Bot bot_named(const std::string& name) {
+  try {
+    return bot_from_name(name);
+  } catch (const std::invalid_argument& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
+// BatchSim::table_stats as play_bots' dict (per-seat lists and hands).
+nb::dict stats_dict(const BotMatch& m) {
+  nb::dict d;
+  d["hands"] = m.hands;
+  auto col = [&](auto field) {
+    std::vector<int> v;
+    for (const SeatStats& s : m.seats) v.push_back(s.*field);
+    return v;
+  };
+  d["scores"] = col(&SeatStats::score), d["ranks"] = col(&SeatStats::rank), d["wins"] = col(&SeatStats::wins);
+  d["tsumo"] = col(&SeatStats::tsumo), d["deal_ins"] = col(&SeatStats::deal_ins);
+  d["riichi"] = col(&SeatStats::riichi), d["calls"] = col(&SeatStats::calls);
+  d["decisions"] = col(&SeatStats::decisions);
+  return d;
 }
 
 template <typename T>
@@ -83,7 +109,8 @@ void register_batch(nb::module_& m) {
       .def(
           "__init__",
           [](BatchSim* self, int num_tables, const Game& rules, uint64_t session_seed, std::vector<int> learner_seats,
-             std::vector<std::string> bots, int threads, double score_scale, std::array<float, 4> rank_reward) {
+             std::vector<std::string> bots, int threads, double score_scale, std::array<float, 4> rank_reward,
+             std::optional<std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>> games) {
             BatchConfig cfg;
             cfg.num_tables = num_tables, cfg.rules = rules.rules(), cfg.session_seed = session_seed;
             cfg.learner_seats = std::move(learner_seats), cfg.threads = threads;
@@ -93,12 +120,20 @@ void register_batch(nb::module_& m) {
                                      std::to_string(bots.size()))
                                         .c_str());
             for (int s = 0; s < 4; ++s) cfg.bots[s] = bot_from_name(bots[s]);
+            if (games) {
+              if (games->empty())
+                throw nb::value_error("games: give at least one (session_seed, game_index, policy_seed)");
+              for (const auto& [seed, index, policy] : *games) cfg.games.push_back(GameSpec{seed, index, policy});
+            }
             new (self) BatchSim(std::move(cfg));
           },
           "num_tables"_a, "rules"_a, nb::kw_only(), "session_seed"_a = 0, "learner_seats"_a = std::vector<int>{0},
           "bots"_a = std::vector<std::string>{"rule", "rule", "rule", "rule"}, "threads"_a = 1,
           "score_scale"_a = 1e-4, "rank_reward"_a = std::array<float, 4>{0.9f, 0.45f, 0.0f, -1.35f},
-          "`rules` is a Game whose rule options every table uses.")
+          "games"_a = nb::none(),
+          "`rules` is a Game whose rule options every table uses. `games`: explicit games, one\n"
+          "(session_seed, game_index, policy_seed) per table, each played once with bot seat s on\n"
+          "seat_stream_seed(policy_seed, s) as in play_bots (session_seed is then unused).")
       .def_prop_ro("num_tables", &BatchSim::num_tables)
       .def_prop_ro("num_slots", &BatchSim::num_slots)
       .def_prop_ro("learner_seats", [](const BatchSim& b) { return b.config().learner_seats; })
@@ -106,6 +141,11 @@ void register_batch(nb::module_& m) {
       .def_prop_ro("decisions", &BatchSim::decisions)
       .def("game", [](const BatchSim& b, int t) { return Game(b.game(t)); }, "table"_a,
            "A copy of a table's game (for inspection).")
+      .def(
+          "table_stats", [](const BatchSim& b, int t) { return stats_dict(b.table_stats(t)); }, "table"_a,
+          "The table's game so far as play_bots reports a game: per-seat lists scores, ranks (1-4, ties\n"
+          "to the lower seat), wins, tsumo, deal_ins, riichi, calls, decisions; and hands.")
+      .def("finished", &BatchSim::finished, "table"_a, "Whether the table's game is over (or not started).")
       .def(
           "reset",
           [](BatchSim& b, std::optional<Array<const uint8_t>> reset, Array<float> obs, Array<uint8_t> mask,
@@ -160,6 +200,25 @@ void register_batch(nb::module_& m) {
           "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(),
           "Play actions[slot] at every active slot, advance every table to its next learner decision, write\n"
           "every slot. The GIL is released while tables step on the thread pool.");
+
+  // Python-side play that matches the native bots exactly (reference loops, mixed tables).
+  nb::class_<SplitMix64>(m, "BotStream",
+                         "A bot seat's random stream. BotStream(seat_stream_seed(policy_seed, s)).act(game, s, bot)\n"
+                         "plays exactly what play_bots (and BatchSim with explicit games) plays at seat s.")
+      .def(nb::init<uint64_t>(), "seed"_a)
+      .def_prop_ro("state", [](const SplitMix64& r) { return r.state; })
+      .def(
+          "act",
+          [](SplitMix64& rng, const Game& g, int seat, const std::string& bot) {
+            const Bot b = bot_named(bot);
+            if (seat < 0 || seat > 3)
+              throw nb::value_error(("seat must be in 0..3, got " + std::to_string(seat)).c_str());
+            const std::vector<int> pending = g.pending();
+            if (std::find(pending.begin(), pending.end(), seat) == pending.end())
+              throw nb::value_error(("BotStream.act: seat " + std::to_string(seat) + " has no decision now").c_str());
+            return bot_action(b, g, seat, rng);
+          },
+          "game"_a, "seat"_a, "bot"_a, "The bot's action for `seat` now, drawing from this stream.");
 }
 
 }  // namespace meeple::mj

@@ -1,5 +1,8 @@
 """1v3 duplicate evaluation: python -m meeple_mahjong.duplicate --challenger rule --opponent random.
 
+A trained policy plays as ``policy``: ``--challenger policy --checkpoint RUN_DIR_OR_PT``
+(meeple_mahjong.policy: the batch simulator with explicit games, one forward per step).
+
 Protocol (docs/mahjong_bots.md): for every game index g the same walls (session seed, g) are
 played four times, the challenger rotated through seats 0-3 and the opponent in the other
 three. The players' randomness comes from per-seat streams seeded by (policy seed of g,
@@ -8,8 +11,8 @@ luck of the walls cancels out, and a player against copies of itself ranks exact
 
 The bookkeeping is independent of how games are played: a `Table` plays a batch of
 `GameJob`s and returns per-seat `SeatResult`s. `BotTable` plays the built-in bots natively;
-a learned policy plugs in as another `Table` (e.g. over the batch simulator) and reuses
-`run_duplicate` and `DuplicateStats` unchanged.
+a learned policy plugs in as another `Table` (`meeple_mahjong.policy.PolicyTable`, over the
+batch simulator) and reuses `run_duplicate` and `DuplicateStats` unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from meeple.errors import MeepleError
 from meeple_native import mahjong as _mj
 
 BOT_NAMES: tuple[str, ...] = tuple(_mj.bot_names())
@@ -243,12 +247,24 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         raise
 
 
+POLICY_PLAYER = "policy"  # a trained policy (--checkpoint), played by meeple_mahjong.policy
+PLAYERS = (*BOT_NAMES, POLICY_PLAYER)
+
+
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--challenger", default="rule", help=f"one of {', '.join(BOT_NAMES)}")
-    p.add_argument("--opponent", default="random", help=f"one of {', '.join(BOT_NAMES)}")
+    players = f"one of {', '.join(BOT_NAMES)}, {POLICY_PLAYER} (with --checkpoint)"
+    p.add_argument("--challenger", default="rule", help=players)
+    p.add_argument("--opponent", default="random", help=players)
+    p.add_argument("--checkpoint", type=Path, default=None,
+                   help="the policy's PPO checkpoint (.pt) or run directory (its phase0 latest.pt)")  # fmt: skip
+    p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
+    p.add_argument("--threads", type=int, default=1, help="simulator threads (policy games)")
+    p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="game indices per batch (default 8 for bots, 16 with a policy)")  # fmt: skip
     p.add_argument("--games", type=int, default=100, help="game indices (each played 4 times)")
     p.add_argument("--seed", type=int, default=0, help="session seed (walls and bot streams)")
     p.add_argument("--first-game", type=int, default=0, help="first game index")
@@ -256,8 +272,21 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
     a = p.parse_args(argv)
     for flag in ("challenger", "opponent"):
-        if getattr(a, flag) not in BOT_NAMES:
-            p.error(f"--{flag} '{getattr(a, flag)}' is unknown; accepted: {', '.join(BOT_NAMES)}")
+        if getattr(a, flag) not in PLAYERS:
+            p.error(
+                f"--{flag} '{getattr(a, flag)}' is unknown; accepted: {', '.join(BOT_NAMES)}, "
+                f"{POLICY_PLAYER} (with --checkpoint)"
+            )
+    uses_policy = POLICY_PLAYER in (a.challenger, a.opponent)
+    if uses_policy and a.checkpoint is None:
+        p.error(f"--challenger/--opponent {POLICY_PLAYER} needs --checkpoint RUN_DIR_OR_PT")
+    if a.checkpoint is not None and not uses_policy:
+        p.error(
+            f"--checkpoint is used only with --challenger {POLICY_PLAYER} or --opponent {POLICY_PLAYER}"
+        )
+    for flag in ("threads", "torch_threads", "chunk"):
+        if getattr(a, flag) is not None and getattr(a, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(a, flag)}")
     if a.games < 1:
         p.error(f"--games must be >= 1, got {a.games}")
     if a.seed < 0 or a.first_game < 0:
@@ -274,9 +303,37 @@ def _fmt(side: dict[str, Any]) -> str:
     )
 
 
+def _table(a: argparse.Namespace) -> tuple[Table, dict[str, Any]]:
+    """The Table for the players named, and what the summary records of a policy."""
+    if a.checkpoint is None:
+        return BotTable(east_only=a.east_only), {}
+    import torch  # only a policy needs torch
+
+    from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
+
+    torch.set_num_threads(a.torch_threads)
+    actor, info = load_policy_actor(a.checkpoint, device=a.device)
+    trained = bool(((info["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
+    if trained != a.east_only:
+        print(
+            f"note: the policy trained on {'East-only' if trained else 'East-South'} games and plays "
+            f"{'East-only' if a.east_only else 'East-South'} ones here (--east-only sets this)",
+            file=sys.stderr,
+        )
+    table = PolicyTable(
+        greedy_policy(actor, device=a.device), threads=a.threads, east_only=a.east_only
+    )
+    return table, {"checkpoint": info["file"], "checkpoint_global_step": info["global_step"],
+                   "model": info["config"]["model"].get("_target_")}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
-    table = BotTable(east_only=a.east_only)
+    try:
+        table, policy_info = _table(a)
+    except MeepleError as err:
+        print(f"meeple: error: {err}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     columns = (
         TextColumn("{task.description}"),
@@ -293,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             a.games,
             a.seed,
             first_game=a.first_game,
+            chunk=a.chunk or (16 if policy_info else 8),
             on_progress=lambda done: bar.update(task, completed=done),
         )
     seconds = time.perf_counter() - t0
@@ -302,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seed": a.seed,
         "first_game": a.first_game,
         "east_only": a.east_only,
+        **policy_info,
         **stats.summary(),
         "seconds": round(seconds, 3),
         "games_per_hour": round(3600 * 4 * a.games / seconds, 1),
