@@ -40,7 +40,9 @@ struct View {
   Counts hand{};           // own concealed kinds
   std::array<int, kNumKinds> unseen{};  // copies the seat cannot see
   std::array<int, kNumKinds> dora{};    // dora count per kind
-  std::array<uint64_t, 4> river{};      // kinds each seat has discarded (genbutsu vs that seat)
+  // Genbutsu per seat: kinds it discarded (furiten) and, once it is in riichi, every kind
+  // any seat discarded after its riichi declaration (it passed on them: riichi furiten).
+  std::array<uint64_t, 4> safe{};
   std::array<bool, 4> riichi{};
   int seat_wind = kEast, round_wind = kEast;
   int tiles = 0;                         // concealed tile count
@@ -52,11 +54,25 @@ View make_view(const Game& g, int seat) {
   const std::vector<int> hand = g.hand(seat);
   for (int t : hand) ++v.hand[kind_of(t)], seen.set(t);
   v.tiles = static_cast<int>(hand.size());
+  std::array<int, 4> riichi_turn;  // hand-wide discard number of the declaration tile
+  riichi_turn.fill(1 << 30);
   for (int s = 0; s < 4; ++s) {
-    for (int t : g.discards(s)) seen.set(t), v.river[s] |= 1ull << kind_of(t);
-    for (const Meld& m : g.melds(s))
+    const Game::Player& pl = g.player(s);
+    for (int t : pl.discards) seen.set(t), v.safe[s] |= 1ull << kind_of(t);
+    for (const Meld& m : pl.melds)
       for (int t : m.tiles) seen.set(t);
-    v.riichi[s] = g.in_riichi(s);
+    v.riichi[s] = pl.riichi;
+    if (pl.riichi && pl.riichi_index >= 0) riichi_turn[s] = pl.discard_turn[pl.riichi_index];
+  }
+  // Discards after a declaration. Only own turns read `safe` (bot_action folds on its own
+  // discard), so no discard is still on offer for a ron here. Rivers are scanned newest first.
+  for (int r = 0; r < 4; ++r) {
+    if (riichi_turn[r] == (1 << 30)) continue;
+    for (int s = 0; s < 4; ++s) {
+      const Game::Player& pl = g.player(s);
+      for (size_t i = pl.discards.size(); i-- > 0 && pl.discard_turn[i] > riichi_turn[r];)
+        v.safe[r] |= 1ull << kind_of(pl.discards[i]);
+    }
   }
   for (int t : g.dora_indicators()) seen.set(t), ++v.dora[dora_of(kind_of(t))];
   std::array<int, kNumKinds> vis{};
@@ -101,7 +117,7 @@ int keep_value(const View& v, int k, bool red) {
 
 // Danger of discarding kind k into seat r's riichi: 0 genbutsu ... 7 a live middle tile.
 int danger(const View& v, int r, int k) {
-  auto gen = [&](int j) { return (v.river[r] >> j & 1) != 0; };
+  auto gen = [&](int j) { return (v.safe[r] >> j & 1) != 0; };
   if (gen(k)) return 0;
   const int vis = 4 - v.unseen[k];
   if (is_honor(k)) return vis >= 3 ? 1 : vis == 2 ? 3 : 4;
