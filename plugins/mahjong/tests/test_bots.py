@@ -193,9 +193,11 @@ def test_rule_bot_folds_to_a_tile_a_third_seat_discarded_after_the_riichi():
     def act(seat, type_, kind):
         (a,) = [a for a in g.legal_actions(seat) if a.type == type_ and a.tile // 4 == kind]
         g.step(seat, a)
-        while g.pending() and not {"discard", "riichi"} & {x.type for x in g.legal_actions(g.pending()[0])}:
-            (q,) = [x for x in g.legal_actions(g.pending()[0]) if x.type == "pass"]
-            g.step(g.pending()[0], q)
+        while g.pending():  # every claim on the discard is passed
+            passes = [x for x in g.legal_actions(g.pending()[0]) if x.type == "pass"]
+            if not passes:
+                break
+            g.step(g.pending()[0], passes[0])
 
     act(0, "riichi", s + 8)
     act(1, "discard", p + 4)
