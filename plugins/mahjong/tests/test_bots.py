@@ -93,16 +93,25 @@ def test_rule_bot_wins_when_it_can_and_declares_riichi():
 
 def test_rule_bot_folds_to_genbutsu_with_a_far_hand():
     checked = 0
+    order = []  # this hand's discards in order: (seat, kind, declared riichi)
 
     def check(g, seat, legal, a):
         nonlocal checked
+        if not any(g.discards(s) for s in range(4)):
+            order.clear()
+        assert len(order) == sum(len(g.discards(s)) for s in range(4))
+        if a.type in ("discard", "riichi"):
+            order.append((seat, a.tile // 4, a.type == "riichi"))
         riichi = [s for s in range(4) if s != seat and g.in_riichi(s)]
         if len(riichi) != 1 or g.in_riichi(seat) or a.type != "discard":
             return
         hand = g.hand(seat)
         if _min_shanten_after_discard(hand) < 2:
             return
-        safe = {t // 4 for t in g.discards(riichi[0])}
+        # Genbutsu: the riichi player's river and every discard after its declaration.
+        r = riichi[0]
+        declared = next(i for i, (s, _, rd) in enumerate(order) if s == r and rd)
+        safe = {t // 4 for t in g.discards(r)} | {k for _, k, _ in order[declared + 1 : -1]}
         if any(t // 4 in safe for t in hand):
             checked += 1
             assert a.tile // 4 in safe, (a, sorted(safe))
