@@ -242,10 +242,16 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
       for (int r = 0; r < 4; ++r)
         if (r != seat && v.riichi[r]) cd.danger = std::max(cd.danger, danger(v, r, cd.kind));
     }
+    // Ukeire only breaks ties among the safest candidates of the lowest shanten (per action
+    // type, as `choose` compares within a type); the others need none.
     int min_d = 99;
     for (const Cand& cd : cands) min_d = std::min(min_d, cd.danger);
+    int safe_sh[2] = {99, 99};  // [plain discard, riichi]
+    auto riichi = [&](const Cand& cd) { return legal[cd.idx].type == ActionType::Riichi ? 1 : 0; };
+    for (const Cand& cd : cands)
+      if (cd.danger == min_d) safe_sh[riichi(cd)] = std::min(safe_sh[riichi(cd)], cd.sh);
     for (Cand& cd : cands)
-      if (cd.danger == min_d) fill_uke(cd);
+      if (cd.danger == min_d && cd.sh == safe_sh[riichi(cd)]) fill_uke(cd);
   }
 
   // Lexicographic order: (danger when folding), shanten, -ukeire, keep value; then rng.
@@ -261,7 +267,7 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
     for (const Cand& cd : cands) {
       if (legal[cd.idx].type != want) continue;
       if (!folding && cd.sh != min_sh) continue;
-      if (folding && cd.uke < 0) continue;  // not among the safest
+      if (folding && cd.uke < 0) continue;  // not among the safest of the lowest shanten
       const int cmp = best ? better(cd, *best) : -1;
       if (cmp < 0) best = &cd, ties.assign(1, cd.idx);
       else if (cmp == 0) ties.push_back(cd.idx);
