@@ -31,7 +31,8 @@ const char* bot_name(Bot bot) {
 namespace {
 
 // Below this ukeire a 1-shanten hand is "poor" and folds against a riichi (tuned on seed 11:
-// 8 -> avg rank 2.51, 16 -> 2.43 vs rule-nofold; folding at any shanten >= 1 -> 2.44).
+// 8 -> avg rank 2.51, 16 -> 2.43 vs rule-nofold; folding at any shanten >= 1 -> 2.44; with the
+// post-riichi genbutsu, 16 -> 2.374).
 constexpr int kFoldUkeire = 16;
 
 // What one seat can see: every physical tile it knows the place of. A called discard
