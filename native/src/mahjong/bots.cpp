@@ -31,7 +31,8 @@ const char* bot_name(Bot bot) {
 namespace {
 
 // Below this ukeire a 1-shanten hand is "poor" and folds against a riichi (tuned on seed 11:
-// 8 -> avg rank 2.51, 16 -> 2.43 vs rule-nofold; folding at any shanten >= 1 -> 2.44).
+// 8 -> avg rank 2.51, 16 -> 2.43 vs rule-nofold; folding at any shanten >= 1 -> 2.44; with the
+// post-riichi genbutsu, 16 -> 2.374).
 constexpr int kFoldUkeire = 16;
 
 // What one seat can see: every physical tile it knows the place of. A called discard
@@ -40,7 +41,9 @@ struct View {
   Counts hand{};           // own concealed kinds
   std::array<int, kNumKinds> unseen{};  // copies the seat cannot see
   std::array<int, kNumKinds> dora{};    // dora count per kind
-  std::array<uint64_t, 4> river{};      // kinds each seat has discarded (genbutsu vs that seat)
+  // Genbutsu per seat: kinds it discarded (furiten) and, once it is in riichi, every kind
+  // any seat discarded after its riichi declaration (it passed on them: riichi furiten).
+  std::array<uint64_t, 4> safe{};
   std::array<bool, 4> riichi{};
   int seat_wind = kEast, round_wind = kEast;
   int tiles = 0;                         // concealed tile count
@@ -52,11 +55,25 @@ View make_view(const Game& g, int seat) {
   const std::vector<int> hand = g.hand(seat);
   for (int t : hand) ++v.hand[kind_of(t)], seen.set(t);
   v.tiles = static_cast<int>(hand.size());
+  std::array<int, 4> riichi_turn;  // hand-wide discard number of the declaration tile
+  riichi_turn.fill(1 << 30);
   for (int s = 0; s < 4; ++s) {
-    for (int t : g.discards(s)) seen.set(t), v.river[s] |= 1ull << kind_of(t);
-    for (const Meld& m : g.melds(s))
+    const Game::Player& pl = g.player(s);
+    for (int t : pl.discards) seen.set(t), v.safe[s] |= 1ull << kind_of(t);
+    for (const Meld& m : pl.melds)
       for (int t : m.tiles) seen.set(t);
-    v.riichi[s] = g.in_riichi(s);
+    v.riichi[s] = pl.riichi;
+    if (pl.riichi && pl.riichi_index >= 0) riichi_turn[s] = pl.discard_turn[pl.riichi_index];
+  }
+  // Discards after a declaration. Only own turns read `safe` (bot_action folds on its own
+  // discard), so no discard is still on offer for a ron here. Rivers are scanned newest first.
+  for (int r = 0; r < 4; ++r) {
+    if (riichi_turn[r] == (1 << 30)) continue;
+    for (int s = 0; s < 4; ++s) {
+      const Game::Player& pl = g.player(s);
+      for (size_t i = pl.discards.size(); i-- > 0 && pl.discard_turn[i] > riichi_turn[r];)
+        v.safe[r] |= 1ull << kind_of(pl.discards[i]);
+    }
   }
   for (int t : g.dora_indicators()) seen.set(t), ++v.dora[dora_of(kind_of(t))];
   std::array<int, kNumKinds> vis{};
@@ -101,7 +118,7 @@ int keep_value(const View& v, int k, bool red) {
 
 // Danger of discarding kind k into seat r's riichi: 0 genbutsu ... 7 a live middle tile.
 int danger(const View& v, int r, int k) {
-  auto gen = [&](int j) { return (v.river[r] >> j & 1) != 0; };
+  auto gen = [&](int j) { return (v.safe[r] >> j & 1) != 0; };
   if (gen(k)) return 0;
   const int vis = 4 - v.unseen[k];
   if (is_honor(k)) return vis >= 3 ? 1 : vis == 2 ? 3 : 4;
@@ -226,10 +243,16 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
       for (int r = 0; r < 4; ++r)
         if (r != seat && v.riichi[r]) cd.danger = std::max(cd.danger, danger(v, r, cd.kind));
     }
+    // Ukeire only breaks ties among the safest candidates of the lowest shanten (per action
+    // type, as `choose` compares within a type); the others need none.
     int min_d = 99;
     for (const Cand& cd : cands) min_d = std::min(min_d, cd.danger);
+    int safe_sh[2] = {99, 99};  // [plain discard, riichi]
+    auto riichi = [&](const Cand& cd) { return legal[cd.idx].type == ActionType::Riichi ? 1 : 0; };
+    for (const Cand& cd : cands)
+      if (cd.danger == min_d) safe_sh[riichi(cd)] = std::min(safe_sh[riichi(cd)], cd.sh);
     for (Cand& cd : cands)
-      if (cd.danger == min_d) fill_uke(cd);
+      if (cd.danger == min_d && cd.sh == safe_sh[riichi(cd)]) fill_uke(cd);
   }
 
   // Lexicographic order: (danger when folding), shanten, -ukeire, keep value; then rng.
@@ -245,7 +268,7 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
     for (const Cand& cd : cands) {
       if (legal[cd.idx].type != want) continue;
       if (!folding && cd.sh != min_sh) continue;
-      if (folding && cd.uke < 0) continue;  // not among the safest
+      if (folding && cd.uke < 0) continue;  // not among the safest of the lowest shanten
       const int cmp = best ? better(cd, *best) : -1;
       if (cmp < 0) best = &cd, ties.assign(1, cd.idx);
       else if (cmp == 0) ties.push_back(cd.idx);

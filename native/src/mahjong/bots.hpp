@@ -3,7 +3,8 @@
 // The rule bot (docs/mahjong_bots.md) wins when it can, takes nine-terminals, discards to
 // lower shanten with ukeire tie-breaks (tiles it cannot see), declares riichi when tenpai,
 // folds to the safest tile against a riichi when its own hand is far, and pons yakuhai.
-// It reads only what its seat may see (own hand, every discard and meld, dora indicators).
+// It reads only what its seat may see (own hand, every discard and meld, dora indicators,
+// discard order and riichi declarations: discards after a riichi are genbutsu against it).
 // Stateless and allocation-light: safe to call from several threads on different games.
 #pragma once
 

@@ -93,16 +93,25 @@ def test_rule_bot_wins_when_it_can_and_declares_riichi():
 
 def test_rule_bot_folds_to_genbutsu_with_a_far_hand():
     checked = 0
+    order = []  # this hand's discards in order: (seat, kind, declared riichi)
 
     def check(g, seat, legal, a):
         nonlocal checked
+        if not any(g.discards(s) for s in range(4)):
+            order.clear()
+        assert len(order) == sum(len(g.discards(s)) for s in range(4))
+        if a.type in ("discard", "riichi"):
+            order.append((seat, a.tile // 4, a.type == "riichi"))
         riichi = [s for s in range(4) if s != seat and g.in_riichi(s)]
         if len(riichi) != 1 or g.in_riichi(seat) or a.type != "discard":
             return
         hand = g.hand(seat)
         if _min_shanten_after_discard(hand) < 2:
             return
-        safe = {t // 4 for t in g.discards(riichi[0])}
+        # Genbutsu: the riichi player's river and every discard after its declaration.
+        r = riichi[0]
+        declared = next(i for i, (s, _, rd) in enumerate(order) if s == r and rd)
+        safe = {t // 4 for t in g.discards(r)} | {k for _, k, _ in order[declared + 1 : -1]}
         if any(t // 4 in safe for t in hand):
             checked += 1
             assert a.tile // 4 in safe, (a, sorted(safe))
@@ -163,3 +172,47 @@ def test_unknown_bot_names_fail_clearly():
         mj.play_bots(g, ["rule"], 0)
     with pytest.raises(ValueError, match="seat must be 0..3"):
         mj.bot_action(g, 4, "rule")
+
+
+def _wall(hands, draws):
+    """A 136-tile wall dealing `hands` (seats 0-3, dealer 0 first) then `draws` in order;
+    the rest of the tiles follow in id order. Hands and draws are kinds (0-33)."""
+    pool = {k: [t for t in range(136) if t // 4 == k and t not in (16, 52, 88)] for k in range(34)}
+    for k in (4, 13, 22):
+        pool[k].append(4 * k)  # red fives last, so the hand-built kinds stay plain
+    wall = [pool[k].pop(0) for h in hands for k in h] + [pool[k].pop(0) for k in draws]
+    rest = sorted(t for ts in pool.values() for t in ts)
+    return wall + rest
+
+
+def test_rule_bot_folds_to_a_tile_a_third_seat_discarded_after_the_riichi():
+    m, p, s = 0, 9, 18  # kind offsets of man, pin, sou; honors 27 E .. 30 N, 31-33 dragons
+    riichi_hand = [m, m + 1, m + 2, m + 3, m + 4, m + 5, m + 6, m + 7, m + 8, p, p, s + 1, s + 2]
+    passer = [p + 4, p + 6, p + 8, s + 3, s + 5, s + 7, m + 1, m + 4, m + 7, 27, 28, 32, 32]
+    # Seat 2: far from tenpai; 5p is its best shape (4p-5p) but the only tile safe against
+    # seat 0 once seat 1 discarded it after the riichi. North (bare, non-yakuhai honor)
+    # is what the riichi player's own river alone would make the safest.
+    folder = [m + 1, m + 5, p + 3, p + 4, s, s + 4, s + 8, 30, 31, m + 8, p + 1, p + 7, s + 6]
+    other = [m + 2, m + 6, p + 2, p + 5, s + 2, s + 5, s + 7, 29, 29, 33, 33, m + 3, p + 6]
+    draws = [s + 8, p + 4, 27]  # seat 0 draws 9s (riichi tile), seat 1 5p, seat 2 East
+    g = mj.Game()
+    g.reset_with_walls([_wall([riichi_hand, passer, folder, other], draws)])
+    assert _min_shanten_after_discard(g.hand(2) + [4 * 27 + 3]) >= 2
+
+    def act(seat, type_, kind):
+        (a,) = [a for a in g.legal_actions(seat) if a.type == type_ and a.tile // 4 == kind]
+        g.step(seat, a)
+        while g.pending():  # every claim on the discard is passed
+            passes = [x for x in g.legal_actions(g.pending()[0]) if x.type == "pass"]
+            if not passes:
+                break
+            g.step(g.pending()[0], passes[0])
+
+    act(0, "riichi", s + 8)
+    act(1, "discard", p + 4)
+    assert g.in_riichi(0) and g.pending() == [2]
+    assert {t // 4 for t in g.discards(0)} == {s + 8}  # 5p is not in the riichi player's river
+    choice = mj.bot_action(g, 2, "rule", seed=0)
+    assert choice.type == "discard" and choice.tile // 4 == p + 4, choice
+    # Not a tile-efficiency choice: the bot that never folds keeps 5p.
+    assert mj.bot_action(g, 2, "rule-nofold", seed=0).tile // 4 != p + 4
