@@ -22,8 +22,11 @@ class EnvBackend(Protocol):
 
     ``make_env`` returns an env whose batch size is ``(num_envs,)`` and that
     steps all of them in one call (per-step overhead is paid per batch).
-    Discrete actions are integer indices (``Categorical`` spec). The core adds
-    episode bookkeeping transforms and seeds the env; the backend must not.
+    Discrete actions are integer indices (``Categorical`` spec); an ``action_mask``
+    observation (bool, one per action) makes the core's policies masked. The core adds
+    episode bookkeeping transforms and seeds the env; the backend must not. A backend whose
+    batches come in groups may define ``batch_unit(env_cfg) -> int``: every ``num_envs`` it
+    is given is then a multiple of it (``meeple.envs.factory.batch_unit``).
     """
 
     name: str
