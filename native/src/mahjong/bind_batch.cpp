@@ -50,25 +50,28 @@ Bot bot_named(const std::string& name) {
   }
 }
 
-// BatchSim::table_stats as play_bots' dict (per-seat lists and hands).
-nb::dict stats_dict(const BotMatch& m) {
-  nb::dict d;
-  d["hands"] = m.hands;
-  auto col = [&](auto field) {
-    std::vector<int> v;
-    for (const SeatStats& s : m.seats) v.push_back(s.*field);
-    return v;
-  };
-  d["scores"] = col(&SeatStats::score), d["ranks"] = col(&SeatStats::rank), d["wins"] = col(&SeatStats::wins);
-  d["tsumo"] = col(&SeatStats::tsumo), d["deal_ins"] = col(&SeatStats::deal_ins);
-  d["riichi"] = col(&SeatStats::riichi), d["calls"] = col(&SeatStats::calls);
-  d["decisions"] = col(&SeatStats::decisions);
-  return d;
-}
-
 template <typename T>
 T* optional_out(const char* name, std::optional<Array<T>>& a, size_t slots, const char* dtype) {
   return a ? checked(name, *a, {slots}, dtype) : nullptr;
+}
+
+
+// The caller's output arrays of reset/step, checked against the simulator's slot count.
+BatchOut outputs(const BatchSim& b, Array<float>& obs, Array<uint8_t>& mask, std::optional<Array<uint8_t>>& active,
+                 std::optional<Array<float>>& reward, std::optional<Array<uint8_t>>& done,
+                 std::optional<Array<int8_t>>& rank, std::optional<Array<int32_t>>& score,
+                 std::optional<Array<float>>& oracle) {
+  const size_t n = b.num_slots();
+  BatchOut out;
+  out.obs = checked("obs", obs, {n, size_t{kPublicPlanes}, size_t{kPlaneWidth}}, "float32");
+  out.mask = checked("mask", mask, {n, size_t{kNumActions}}, "uint8/bool");
+  out.active = optional_out("active", active, n, "uint8/bool");
+  out.reward = optional_out("reward", reward, n, "float32");
+  out.done = optional_out("done", done, n, "uint8/bool");
+  out.rank = optional_out("rank", rank, n, "int8");
+  out.score = optional_out("score", score, n, "int32");
+  if (oracle) out.oracle = checked("oracle", *oracle, {n, size_t{kOraclePlanes}, size_t{kPlaneWidth}}, "float32");
+  return out;
 }
 
 }  // namespace
@@ -142,7 +145,7 @@ void register_batch(nb::module_& m) {
       .def("game", [](const BatchSim& b, int t) { return Game(b.game(t)); }, "table"_a,
            "A copy of a table's game (for inspection).")
       .def(
-          "table_stats", [](const BatchSim& b, int t) { return stats_dict(b.table_stats(t)); }, "table"_a,
+          "table_stats", [](const BatchSim& b, int t) { return match_to_dict(b.table_stats(t)); }, "table"_a,
           "The table's game so far as play_bots reports a game: per-seat lists scores, ranks (1-4, ties\n"
           "to the lower seat), wins, tsumo, deal_ins, riichi, calls, decisions; and hands.")
       .def("finished", &BatchSim::finished, "table"_a, "Whether the table's game is over (or not started).")
@@ -152,18 +155,8 @@ void register_batch(nb::module_& m) {
              std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
              std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
              std::optional<Array<float>> oracle) {
-            const size_t n = b.num_slots();
-            BatchOut out;
             const uint8_t* r = reset ? checked("reset", *reset, {static_cast<size_t>(b.num_tables())}, "uint8/bool") : nullptr;
-            out.obs = checked("obs", obs, {n, size_t{kPublicPlanes}, size_t{kPlaneWidth}}, "float32");
-            out.mask = checked("mask", mask, {n, size_t{kNumActions}}, "uint8/bool");
-            out.active = optional_out("active", active, n, "uint8/bool");
-            out.reward = optional_out("reward", reward, n, "float32");
-            out.done = optional_out("done", done, n, "uint8/bool");
-            out.rank = optional_out("rank", rank, n, "int8");
-            out.score = optional_out("score", score, n, "int32");
-            out.oracle = oracle ? checked("oracle", *oracle, {n, size_t{kOraclePlanes}, size_t{kPlaneWidth}}, "float32")
-                                : nullptr;
+            const BatchOut out = outputs(b, obs, mask, active, reward, done, rank, score, oracle);
             nb::gil_scoped_release release;
             b.reset(r, out);
           },
@@ -179,18 +172,8 @@ void register_batch(nb::module_& m) {
              std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
              std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
              std::optional<Array<float>> oracle) {
-            const size_t n = b.num_slots();
-            BatchOut out;
-            const int64_t* a = checked("actions", actions, {n}, "int64");
-            out.obs = checked("obs", obs, {n, size_t{kPublicPlanes}, size_t{kPlaneWidth}}, "float32");
-            out.mask = checked("mask", mask, {n, size_t{kNumActions}}, "uint8/bool");
-            out.active = optional_out("active", active, n, "uint8/bool");
-            out.reward = optional_out("reward", reward, n, "float32");
-            out.done = optional_out("done", done, n, "uint8/bool");
-            out.rank = optional_out("rank", rank, n, "int8");
-            out.score = optional_out("score", score, n, "int32");
-            out.oracle = oracle ? checked("oracle", *oracle, {n, size_t{kOraclePlanes}, size_t{kPlaneWidth}}, "float32")
-                                : nullptr;
+            const int64_t* a = checked("actions", actions, {static_cast<size_t>(b.num_slots())}, "int64");
+            const BatchOut out = outputs(b, obs, mask, active, reward, done, rank, score, oracle);
             nb::gil_scoped_release release;
             b.step(a, out);
           },

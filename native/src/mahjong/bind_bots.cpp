@@ -27,6 +27,9 @@ std::array<Bot, 4> parse_bots(const std::vector<std::string>& names) {
   return bots;
 }
 
+}  // namespace
+
+// play_bots' dict: per-seat lists (scores, ranks, wins, ...) and hands (also BatchSim.table_stats).
 nb::dict match_to_dict(const BotMatch& m) {
   nb::dict d;
   d["hands"] = m.hands;
@@ -45,8 +48,6 @@ nb::dict match_to_dict(const BotMatch& m) {
   d["decisions"] = col(&SeatStats::decisions);
   return d;
 }
-
-}  // namespace
 
 void register_bots(nb::module_& m) {
   m.def("bot_names", [] { return std::vector<std::string>{"random", "rule", "rule-nofold"}; },

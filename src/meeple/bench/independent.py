@@ -23,10 +23,8 @@ core count is recorded with the results. Results are written to ``--out`` atomic
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ import torch
 from omegaconf import OmegaConf
 
 from meeple.config.compose import compose_config
+from meeple.jsonio import write_json_atomic
 from meeple.multiagent.run import build_independent, dqn_kwargs
 from meeple.multiagent.sequential import run_sequential
 from meeple.multiagent.state import Report
@@ -114,14 +113,6 @@ def measure_sequential(cfg) -> dict[str, Any]:
     }
 
 
-def write_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-        json.dump(data, f, indent=2)
-        tmp = f.name
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv or [])
     torch.set_num_threads(1)
@@ -147,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, measure in (("sequential", measure_sequential), ("topology", measure_topology)):
         print(f"  running {name} ...", flush=True)
         results[name] = measure(cfg)
-        write_atomic(args.out, results)
+        write_json_atomic(args.out, results)
     seq, top = results["sequential"], results["topology"]
     results["ratios_topology_over_sequential"] = {
         k: top[k] / max(seq[k], 1e-9) for k in ("env_steps_per_s", "updates_per_s")
     }
     results["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    write_atomic(args.out, results)
+    write_json_atomic(args.out, results)
     print(f"{'':12}{'env steps/s':>14}{'updates/s':>12}")
     for name in ("sequential", "topology"):
         print(

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from meeple.bench.ppo import git_state, write_json_atomic
+from meeple.bench.ppo import git_state
+from meeple.jsonio import write_json_atomic
 
 
 def _meeple_python(games: int, seed: int) -> dict[str, Any]:

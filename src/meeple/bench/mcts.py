@@ -21,15 +21,15 @@ Goals (issue 3): (b) >= 10x OpenSpiel per core; (a) >= 1M simulations/s per core
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from meeple.jsonio import write_json_atomic
 
 
 def _positions(n: int, seed: int) -> list[list[int]]:
@@ -169,9 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     for goal, met in goals.items():
         print(f"  goal {goal}: {'met' if met else 'NOT met'}")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as tmp:
-            json.dump(result, tmp, indent=2)
-        os.replace(tmp.name, args.out)
+        write_json_atomic(args.out, result)
         print(f"wrote {args.out}")
     return 0

@@ -31,6 +31,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from meeple.jsonio import write_json_atomic
+
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -326,12 +328,6 @@ def main(argv: list[str]) -> int:
         steps = [(name, run) for name, run in steps if name in args.only]
     for name, run in track(steps, description="pixels bench"):
         report[name] = run()
-        _write(args.out, report)
+        write_json_atomic(args.out, report)
     print(json.dumps(report, indent=2))
     return 0
-
-
-def _write(path: Path, report: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, path)

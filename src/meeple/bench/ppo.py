@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from meeple.jsonio import write_json_atomic
+
 IMPLS = ("meeple", "torchrl", "plain")
 DEFAULT_SEEDS = (1, 2, 3)
 
@@ -197,19 +199,6 @@ def git_state() -> dict[str, Any]:
                 "uncommitted": git("status", "--porcelain").splitlines()}
     except (OSError, subprocess.SubprocessError):
         return {"sha": "unknown", "uncommitted": []}
-
-
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # -- report ----------------------------------------------------------------------------

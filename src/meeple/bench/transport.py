@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from meeple.envs.record_env import LocalStepper
+from meeple.jsonio import write_json_atomic
 from meeple.transport.client import connect
 from meeple.transport.launch import ServerProcess
 from meeple.transport.protocol import MsgType
@@ -311,9 +311,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     result = run(args)
-    fd, tmp = tempfile.mkstemp(dir=args.out.resolve().parent, suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, args.out)
+    write_json_atomic(args.out, result, indent=1)
     print_tables(result)
     return 0

@@ -18,11 +18,8 @@ batch simulator) and reuses `run_duplicate` and `DuplicateStats` unchanged.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +29,7 @@ from typing import Any, Protocol
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from meeple.errors import MeepleError
+from meeple.jsonio import write_json_atomic
 from meeple_native import mahjong as _mj
 
 BOT_NAMES: tuple[str, ...] = tuple(_mj.bot_names())
@@ -231,20 +229,6 @@ def run_duplicate(
         if on_progress:
             on_progress(idx.stop - first_game)
     return stats
-
-
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes it private
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 POLICY_PLAYER = "policy"  # a trained policy (--checkpoint), played by meeple_mahjong.policy
