@@ -59,23 +59,7 @@ uint64_t BatchSim::decisions() const {
 
 BotMatch BatchSim::table_stats(int t) const {
   const Table& tb = tables_.at(t);
-  const Game& g = tb.game;
-  BotMatch m;  // filled as play_bots fills it
-  for (const WinRecord& w : g.wins()) {
-    ++m.seats[w.winner].wins;
-    if (w.loser < 0) ++m.seats[w.winner].tsumo;
-    else ++m.seats[w.loser].deal_ins;
-  }
-  std::array<int, 4> order{0, 1, 2, 3};
-  const auto& sc = g.scores();
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return sc[a] > sc[b]; });
-  for (int r = 0; r < 4; ++r) m.seats[order[r]].rank = r + 1;
-  for (int s = 0; s < 4; ++s) {
-    m.seats[s].score = sc[s];
-    m.seats[s].riichi = tb.riichi[s], m.seats[s].calls = tb.calls[s], m.seats[s].decisions = tb.seat_decisions[s];
-  }
-  m.hands = g.hands_played();
-  return m;
+  return tb.tally.result(tb.game);
 }
 
 void BatchSim::start_game(int t) {
@@ -93,7 +77,7 @@ void BatchSim::start_game(int t) {
     for (int s = 0; s < 4; ++s)
       tb.rng[s] = SplitMix64(hand_key(cfg_.session_seed ^ 0xB0B5EEDull, tb.game_index, 0x100u + s, 0));
   }
-  tb.riichi.fill(0), tb.calls.fill(0), tb.seat_decisions.fill(0), tb.melds.fill(0);
+  tb.tally = MatchTally{};
   tb.last_score = tb.game.scores();
   tb.finished = false;
   advance(t);
@@ -115,15 +99,8 @@ void BatchSim::advance(int t) {
 }
 
 void BatchSim::apply(Table& tb, int seat, const Action& a) {
-  tb.game.step(seat, a);
-  ++tb.decisions, ++tb.seat_decisions[seat];
-  tb.riichi[seat] += a.type == ActionType::Riichi;
-  // Calls that happened (a claim may lose to a ron): new open melds, as play_bots counts them.
-  for (int s = 0; s < 4; ++s) {
-    const auto& ms = tb.game.melds(s);
-    if (ms.size() > tb.melds[s] && ms.back().type != MeldType::Ankan) ++tb.calls[s];
-    tb.melds[s] = ms.size();
-  }
+  tb.tally.step(tb.game, seat, a);
+  ++tb.decisions;
 }
 
 void BatchSim::write(int t, const BatchOut& out, bool ended) {
@@ -131,12 +108,7 @@ void BatchSim::write(int t, const BatchOut& out, bool ended) {
   const Game& g = tb.game;
   const int L = static_cast<int>(cfg_.learner_seats.size());
   const std::array<int, 4>& scores = g.scores();
-  std::array<int, 4> rank_of{-1, -1, -1, -1};
-  if (ended) {
-    std::array<int, 4> order{0, 1, 2, 3};
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
-    for (int r = 0; r < 4; ++r) rank_of[order[r]] = r;
-  }
+  const std::array<int, 4> rank_of = ended ? placements(scores) : std::array<int, 4>{-1, -1, -1, -1};
   const std::vector<int> pending = ended ? std::vector<int>{} : g.pending();
   for (int i = 0; i < L; ++i) {
     const int seat = cfg_.learner_seats[i];
@@ -174,19 +146,13 @@ void BatchSim::reset(const uint8_t* reset, const BatchOut& out) {
       if ((!reset || reset[t]) && tables_[t].games_started)
         throw std::invalid_argument("table " + std::to_string(t) + " has played its explicit game: it cannot be reset");
   parallel([&](int t) {
-    if (!reset || reset[t]) {
-      start_game(t);
-      write(t, out, false);
-      if (out.reward) {  // a new game's first observation carries no reward
-        const int L = static_cast<int>(cfg_.learner_seats.size());
-        for (int i = 0; i < L; ++i) out.reward[static_cast<size_t>(t) * L + i] = 0.0f;
-      }
-    } else {
-      write(t, out, tables_[t].finished);  // unchanged rows, rewritten so every slot is valid
-      if (out.reward) {
-        const int L = static_cast<int>(cfg_.learner_seats.size());
-        for (int i = 0; i < L; ++i) out.reward[static_cast<size_t>(t) * L + i] = 0.0f;
-      }
+    const bool restart = !reset || reset[t];
+    if (restart) start_game(t);
+    // Tables not reset are rewritten unchanged, so every slot is valid.
+    write(t, out, !restart && tables_[t].finished);
+    if (out.reward) {  // a reset carries no reward
+      const int L = static_cast<int>(cfg_.learner_seats.size());
+      for (int i = 0; i < L; ++i) out.reward[static_cast<size_t>(t) * L + i] = 0.0f;
     }
   });
 }

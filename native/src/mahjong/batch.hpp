@@ -103,8 +103,7 @@ class BatchSim {
     uint64_t games_started = 0, game_index = 0;
     std::array<SplitMix64, 4> rng{SplitMix64(0), SplitMix64(0), SplitMix64(0), SplitMix64(0)};
     std::array<int, 4> last_score{};
-    std::array<int, 4> riichi{}, calls{}, seat_decisions{};
-    std::array<size_t, 4> melds{};  // open-meld counting (as play_bots)
+    MatchTally tally;  // per-seat counts of the current game, as play_bots keeps them
     bool finished = false;
     uint64_t games_finished = 0, decisions = 0;
   };

@@ -310,37 +310,48 @@ uint64_t seat_stream_seed(uint64_t policy_seed, int seat) {
   return s.next();
 }
 
-BotMatch play_bots(Game& g, const std::array<Bot, 4>& bots, uint64_t policy_seed) {
-  std::array<SplitMix64, 4> rng{SplitMix64(seat_stream_seed(policy_seed, 0)), SplitMix64(seat_stream_seed(policy_seed, 1)),
-                                SplitMix64(seat_stream_seed(policy_seed, 2)), SplitMix64(seat_stream_seed(policy_seed, 3))};
-  BotMatch out;
-  std::array<size_t, 4> melds{};
-  while (!g.is_done()) {
-    const int seat = g.pending().front();
-    const Action a = bot_action(bots[seat], g, seat, rng[seat]);
-    g.step(seat, a);
-    SeatStats& st = out.seats[seat];
-    ++st.decisions;
-    st.riichi += a.type == ActionType::Riichi;
-    // Calls that happened (a claim may lose to a ron): count new open melds.
-    for (int s = 0; s < 4; ++s) {
-      const auto& ms = g.melds(s);
-      if (ms.size() > melds[s] && ms.back().type != MeldType::Ankan) ++out.seats[s].calls;
-      melds[s] = ms.size();
-    }
+std::array<int, 4> placements(const std::array<int, 4>& scores) {
+  std::array<int, 4> order{0, 1, 2, 3}, place{};
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+  for (int r = 0; r < 4; ++r) place[order[r]] = r;
+  return place;
+}
+
+void MatchTally::step(Game& g, int seat, const Action& a) {
+  g.step(seat, a);
+  SeatStats& st = counts.seats[seat];
+  ++st.decisions;
+  st.riichi += a.type == ActionType::Riichi;
+  // Calls that happened (a claim may lose to a ron): count new open melds.
+  for (int s = 0; s < 4; ++s) {
+    const auto& ms = g.melds(s);
+    if (ms.size() > melds[s] && ms.back().type != MeldType::Ankan) ++counts.seats[s].calls;
+    melds[s] = ms.size();
   }
+}
+
+BotMatch MatchTally::result(const Game& g) const {
+  BotMatch out = counts;
   for (const WinRecord& w : g.wins()) {
     ++out.seats[w.winner].wins;
     if (w.loser < 0) ++out.seats[w.winner].tsumo;
     else ++out.seats[w.loser].deal_ins;
   }
-  std::array<int, 4> order{0, 1, 2, 3};
-  const auto& sc = g.scores();
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return sc[a] > sc[b]; });
-  for (int r = 0; r < 4; ++r) out.seats[order[r]].rank = r + 1;
-  for (int s = 0; s < 4; ++s) out.seats[s].score = sc[s];
+  const std::array<int, 4> place = placements(g.scores());
+  for (int s = 0; s < 4; ++s) out.seats[s].rank = place[s] + 1, out.seats[s].score = g.scores()[s];
   out.hands = g.hands_played();
   return out;
+}
+
+BotMatch play_bots(Game& g, const std::array<Bot, 4>& bots, uint64_t policy_seed) {
+  std::array<SplitMix64, 4> rng{SplitMix64(seat_stream_seed(policy_seed, 0)), SplitMix64(seat_stream_seed(policy_seed, 1)),
+                                SplitMix64(seat_stream_seed(policy_seed, 2)), SplitMix64(seat_stream_seed(policy_seed, 3))};
+  MatchTally tally;
+  while (!g.is_done()) {
+    const int seat = g.pending().front();
+    tally.step(g, seat, bot_action(bots[seat], g, seat, rng[seat]));
+  }
+  return tally.result(g);
 }
 
 }  // namespace meeple::mj

@@ -37,6 +37,19 @@ struct BotMatch {
   std::array<SeatStats, 4> seats;
   int hands = 0;
 };
+// 0-based final placement of each seat: higher score first, ties to the lower seat.
+std::array<int, 4> placements(const std::array<int, 4>& scores);
+
+// Counts a game as it is played, for play_bots and the batch simulator alike.
+struct MatchTally {
+  BotMatch counts;                 // decisions, riichi and calls so far
+  std::array<size_t, 4> melds{};   // meld counts seen, to spot new open melds
+  // Applies `a` for `seat` to `g` and counts it.
+  void step(Game& g, int seat, const Action& a);
+  // The counts plus what the finished game says: wins, tsumo, deal-ins, ranks, scores, hands.
+  BotMatch result(const Game& g) const;
+};
+
 // Seat s uses its own stream seeded from (policy_seed, s): a seat's randomness does not
 // depend on which bot sits elsewhere, so rotating bots over seats replays comparable games.
 BotMatch play_bots(Game& g, const std::array<Bot, 4>& bots, uint64_t policy_seed);

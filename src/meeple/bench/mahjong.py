@@ -52,7 +52,8 @@ def _meeple_python(games: int, seed: int) -> dict[str, Any]:
     return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
 
 
-def _meeple_native(games: int, seed: int) -> dict[str, Any]:
+def _native_games(games: int, seed: int, play) -> dict[str, Any]:
+    """Whole games played in C++ by ``play(game, i) -> decisions``."""
     import meeple_mahjong as mj
 
     g = mj.Game()
@@ -61,21 +62,20 @@ def _meeple_native(games: int, seed: int) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(games):
         g.reset(seed, i)
-        decisions += g.random_playout(seed * 1_000_003 + i)
+        decisions += play(g, i)
     return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
+
+
+def _meeple_native(games: int, seed: int) -> dict[str, Any]:
+    return _native_games(games, seed, lambda g, i: g.random_playout(seed * 1_000_003 + i))
 
 
 def _meeple_rule_bots(games: int, seed: int) -> dict[str, Any]:
     import meeple_mahjong as mj
 
-    g = mj.Game()
-    g.set_record_events(False)
-    decisions = 0
-    t0, c0 = time.perf_counter(), time.process_time()
-    for i in range(games):
-        g.reset(seed, i)
-        decisions += sum(mj.play_bots(g, ["rule"] * 4, i)["decisions"])
-    return _rates(games, decisions, time.perf_counter() - t0, time.process_time() - c0, "games")
+    return _native_games(
+        games, seed, lambda g, i: sum(mj.play_bots(g, ["rule"] * 4, i)["decisions"])
+    )
 
 
 BATCH_SIZES = (1, 64, 512)

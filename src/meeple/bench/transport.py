@@ -247,19 +247,11 @@ def print_tables(result: dict[str, Any]) -> None:
     table = Table(title=f"round trips ({result['env']} env, {result['steps']} steps each)")
     for col in ("transport", "N", "p50 us", "p95 us", "p99 us", "round trips/s", "env steps/s"):
         table.add_column(col, justify="right")
-    for row in result["inproc"]:
+    rows = [("in-process", row) for row in result["inproc"]]
+    rows += [(row["transport"], row) for row in result["latency"]]
+    for name, row in rows:
         table.add_row(
-            "in-process",
-            str(row["num_envs"]),
-            f"{row['p50_us']:.1f}",
-            f"{row['p95_us']:.1f}",
-            f"{row['p99_us']:.1f}",
-            f"{row['round_trips_per_s']:,.0f}",
-            f"{row['env_steps_per_s']:,.0f}",
-        )
-    for row in result["latency"]:
-        table.add_row(
-            row["transport"],
+            name,
             str(row["num_envs"]),
             f"{row['p50_us']:.1f}",
             f"{row['p95_us']:.1f}",

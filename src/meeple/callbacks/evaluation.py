@@ -36,6 +36,13 @@ def greedy_episode_returns(env: EnvBase, policy: torch.nn.Module, max_steps: int
     return returns
 
 
+def evaluation_due(trainer: L.Trainer, every_n_rollouts: int) -> bool:
+    """Whether the rollout that just ended is evaluated: every n-th, and always the last."""
+    rollout = trainer.current_epoch + 1
+    last = trainer.max_epochs is not None and rollout >= trainer.max_epochs
+    return rollout % every_n_rollouts == 0 or last
+
+
 def _device_of(module: torch.nn.Module) -> torch.device:
     param = next(module.parameters(), None)
     return param.device if param is not None else torch.device("cpu")
@@ -46,7 +53,9 @@ class GreedyEvaluation(L.Callback):
     greedy episodes in parallel on fresh seeds; logs ``eval/episode_return`` and
     stops the run once it reaches ``stop_at_return`` (null: never)."""
 
-    def __init__(self, every_n_rollouts: int, episodes: int, max_steps: int, stop_at_return: float | None) -> None:
+    def __init__(
+        self, every_n_rollouts: int, episodes: int, max_steps: int, stop_at_return: float | None
+    ) -> None:
         self.every_n_rollouts = every_n_rollouts
         self.episodes = episodes
         self.max_steps = max_steps
@@ -57,9 +66,7 @@ class GreedyEvaluation(L.Callback):
         self._seeds = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        rollout = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and rollout >= trainer.max_epochs
-        if rollout % self.every_n_rollouts and not last:
+        if not evaluation_due(trainer, self.every_n_rollouts):
             return
         mean_return = self.evaluate(trainer, pl_module)
         pl_module.log(EVAL_RETURN, mean_return, prog_bar=True, on_step=False, on_epoch=True)

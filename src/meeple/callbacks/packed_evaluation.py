@@ -7,6 +7,7 @@ import logging
 import lightning as L
 import torch
 
+from meeple.callbacks.evaluation import evaluation_due
 from meeple.data.packed_buffer import PackedRolloutBuffer
 from meeple.envs.packed_env import PackedEnv
 from meeple.seeding import Component
@@ -60,9 +61,7 @@ class PackedGreedyEvaluation(L.Callback):
         self._seeds = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        rollout = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and rollout >= trainer.max_epochs
-        if rollout % self.every_n_rollouts and not last:
+        if not evaluation_due(trainer, self.every_n_rollouts):
             return
         success, mean_return = self.evaluate(trainer, pl_module)
         pl_module.log(EVAL_SUCCESS, success, prog_bar=True, on_step=False, on_epoch=True)

@@ -202,6 +202,17 @@ class MahjongEnv(EnvBase):
         return TensorDict(td, batch_size=self.batch_size, device=self.device)
 
 
+ENV_OPTIONS = (
+    "learner_seats",
+    "opponents",
+    "rules",
+    "threads",
+    "score_scale",
+    "rank_reward",
+    "oracle",
+)
+
+
 class MahjongBackend:
     """Entry point ``meeple.plugins: mahjong`` (``conf/env/mahjong.yaml``)."""
 
@@ -214,17 +225,9 @@ class MahjongBackend:
     def make_env(
         self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
     ) -> EnvBase:
-        return MahjongEnv(
-            num_envs,
-            learner_seats=env_cfg.get("learner_seats", (0,)),
-            opponents=env_cfg.get("opponents", "rule"),
-            rules=env_cfg.get("rules") or {},
-            threads=int(env_cfg.get("threads", 1)),
-            score_scale=float(env_cfg.get("score_scale", 1e-4)),
-            rank_reward=env_cfg.get("rank_reward", (0.9, 0.45, 0.0, -1.35)),
-            oracle=bool(env_cfg.get("oracle", False)),
-            device=device,
-        )
+        # Options left out of the config take MahjongEnv's defaults (one place for them).
+        options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
+        return MahjongEnv(num_envs, device=device, **options)
 
 
 backend = MahjongBackend()
