@@ -5,13 +5,17 @@ from __future__ import annotations
 import lightning as L
 
 
-class StopAfterRollouts(L.Callback):
-    """Ends training gracefully after ``rollouts`` rollouts: an interruption right after the
-    checkpoint of that rollout (the checkpoint callback still saves, it runs after this one)."""
+class SimulatedCrash(RuntimeError):
+    """What :class:`CrashAfterRollouts` raises: the process dies between two rollouts."""
+
+
+class CrashAfterRollouts(L.Callback):
+    """Crashes the run right after the checkpoint of rollout ``rollouts`` (when the next rollout
+    starts), as a kill at that moment would: the stage is left unfinished for resume=true."""
 
     def __init__(self, rollouts: int) -> None:
         self.rollouts = rollouts
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.current_epoch + 1 >= self.rollouts:
-            trainer.should_stop = True
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch >= self.rollouts:
+            raise SimulatedCrash(f"simulated crash after rollout {self.rollouts}")

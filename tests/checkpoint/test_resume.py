@@ -20,6 +20,7 @@ from meeple.checkpoint.retention import BEST, LATEST, list_checkpoints
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
 from meeple.errors import MeepleError
+from tests.checkpoint.helpers import SimulatedCrash
 
 # 6 rollouts of 32 frames (4 optimiser steps each), an evaluation every 2, a checkpoint every one.
 BASE = [
@@ -27,7 +28,7 @@ BASE = [
     "phase.eval.episodes=4", "phase.eval.max_steps=50", "checkpoint.every_n_rollouts=1",
     "++tracking.system_metrics=false",
 ]
-STOP_AFTER = ["+callbacks.stop._target_=tests.checkpoint.helpers.StopAfterRollouts", "+callbacks.stop.rollouts={}"]
+STOP_AFTER = ["+callbacks.crash._target_=tests.checkpoint.helpers.CrashAfterRollouts", "+callbacks.crash.rollouts={}"]
 
 
 def stop_after(rollouts: int) -> list[str]:
@@ -64,7 +65,8 @@ def histories(client, run_id: str) -> dict[str, list[tuple[int, float]]]:
 
 def test_interrupted_then_resumed_equals_uninterrupted(compose, in_tmp, importable_tests):
     full = learning(train(compose([*BASE, "task_name=full"])))
-    train(compose([*BASE, "task_name=cut", *stop_after(3)]))
+    with pytest.raises(SimulatedCrash):
+        train(compose([*BASE, "task_name=cut", *stop_after(3)]))
     cut = run_of("cut")
     assert [p.name for p in list_checkpoints(cut.checkpoint_dir(0), 0)][-1] == "ckpt_phase0_step00000012.pt"
     resumed = learning(train(compose([*BASE, "task_name=cut", "resume=true"])))
@@ -106,6 +108,8 @@ def test_corrupt_latest_falls_back_and_gates_are_verified_copies(compose, in_tmp
     latest = (folder / LATEST).resolve()
     assert latest.name == "ckpt_phase0_step00000012.pt"
     flip_byte(latest)
+    unfinish = (run.phase_dir(0) / "done.json").unlink  # as if killed before the stage was marked done
+    unfinish()
     with caplog.at_level(logging.WARNING):
         metrics = train(compose([*overrides, "resume=true"]))
     assert "cannot resume from ckpt_phase0_step00000012.pt" in caplog.text
@@ -113,6 +117,7 @@ def test_corrupt_latest_falls_back_and_gates_are_verified_copies(compose, in_tmp
     assert metrics["train/frames"] == 96
     assert load_verified(folder / LATEST)["global_step"] == 12  # the last rollout was redone and saved
 
+    unfinish()
     every = list_checkpoints(folder, 0)
     for path in every:
         flip_byte(path)
@@ -129,7 +134,8 @@ def test_resume_without_env_snapshots_still_resumes_but_warns(compose, in_tmp, i
                                                                 monkeypatch, caplog):
     monkeypatch.setattr("meeple.phases.ppo.env_snapshots", lambda *args, **kwargs: None)  # a backend without them
     overrides = [*BASE, "phase.total_frames=96", "tracking=none"]
-    train(compose([*overrides, *stop_after(2)]))
+    with pytest.raises(SimulatedCrash):
+        train(compose([*overrides, *stop_after(2)]))
     with caplog.at_level(logging.WARNING):
         first = learning(train(compose([*overrides, "resume=true"])))
     assert "resume is not bit-exact" in caplog.text and first["train/frames"] == 96

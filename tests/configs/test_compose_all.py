@@ -5,6 +5,9 @@ import torch
 from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
+from meeple.pipeline.lightning_stage import build_stage
+from meeple.pipeline.plan import plan_run
+from meeple.seeding import PhaseSeeds
 from meeple.config.compose import conf_dir
 
 EXPERIMENTS = [None] + sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
@@ -25,8 +28,17 @@ def test_train_yaml_has_no_experiment_default():
 @pytest.mark.parametrize("hardware", HARDWARE)
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_compose_and_instantiate(compose, experiment, hardware):
+    """Every stage of every experiment (pipelines included) validates and builds."""
     overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
     cfg = compose(overrides)
+    plan = plan_run(cfg)
+    assert plan.stages and plan.start == 0 and plan.stop == len(plan.stages) - 1
+    for stage in plan.stages:
+        check_stage_builds(stage)
+
+
+def check_stage_builds(stage):
+    cfg = stage.cfg
     if cfg.phase.name == "dqn":  # independent learners: processes, not a Lightning Trainer
         from meeple.multiagent.run import build_independent
 
@@ -34,17 +46,18 @@ def test_compose_and_instantiate(compose, experiment, hardware):
         assert len(run.agents) >= 2 and len(run.state.models) == len(run.state.buffers) == len(run.agents)
         run.topology.close()  # never started: releases the shared primitives
         return
-    parts = build_run(cfg, check_hardware=False)
-    kwargs = dict(parts["trainer_kwargs"])
+    parts = build_stage(cfg, stage.typed, PhaseSeeds(1, stage.index))
+    kwargs = dict(parts.trainer_kwargs)
     assert kwargs["max_epochs"] >= 1
     if kwargs["accelerator"] == "cuda" and not torch.cuda.is_available():
         kwargs["accelerator"] = "cpu"  # the profile's other choices must still be valid Lightning args
     trainer = instantiate(cfg.trainer, logger=False, **kwargs)
     assert trainer.max_epochs == kwargs["max_epochs"]
     if cfg.phase.name in ("ppo", "packed_ppo"):
-        assert parts["datamodule"].frames_per_batch >= cfg.phase.minibatch_size
-    else:  # alphazero: the gate runs before the configurable callbacks
-        assert next(iter(parts["callbacks"])) == "gate"
+        assert parts.datamodule.frames_per_batch >= cfg.phase.minibatch_size
+        assert "eval" in parts.callbacks  # from the phase's own yaml
+    elif cfg.phase.name == "alphazero":  # the gate runs before the configurable callbacks
+        assert next(iter(parts.callbacks)) == "gate"
 
 
 def test_default_run_is_the_cartpole_recipe(compose):
@@ -63,18 +76,27 @@ def test_debug_and_recipes_override_root_values(compose):
     assert compose(["debug=tiny", "task_name=mine"]).task_name == "mine"
 
 
-@pytest.mark.parametrize("experiment", [None, "connect4_alphazero", "pixels_ppo"])
-def test_debug_modes_compose_for_each_phase(compose, experiment):
+@pytest.mark.parametrize("experiment", [None, "connect4_alphazero", "pixels_ppo", "independent_dqn"])
+def test_debug_modes_resize_each_phase(compose, experiment):
     recipe = [f"+experiment={experiment}"] if experiment else []
     for debug in ("tiny", "overfit"):
         cfg = compose([*recipe, f"debug={debug}"])
         assert cfg.task_name == "debug"
-        build_run(cfg, check_hardware=False)  # the phase-specific half validates against its schema
-    tiny = compose([*recipe, "debug=tiny"])
-    if experiment != "connect4_alphazero":
-        assert tiny.phase.rollout_steps == 16
-    else:
+        for stage in plan_run(cfg).stages:  # the phase's own debug sizes validate against its schema
+            assert "debug" not in stage.cfg.phase
+    tiny = plan_run(compose([*recipe, "debug=tiny"])).stages[0].cfg
+    if experiment == "connect4_alphazero":
         assert tiny.phase.iterations == 2 and tiny.model.channels == 8
+    elif experiment == "independent_dqn":
+        assert tiny.phase.total_env_steps == 400
+    else:
+        assert tiny.phase.rollout_steps == 16 and tiny.env.num_envs == 2
+
+
+def test_command_line_values_win_over_debug_sizes(compose):
+    stage = plan_run(compose(["debug=tiny", "phase.rollout_steps=32", "env.num_envs=3"])).stages[0]
+    assert stage.cfg.phase.rollout_steps == 32 and stage.cfg.env.num_envs == 3
+    assert stage.cfg.phase.total_frames == 96  # the rest of the tiny sizes still apply
 
 
 def test_alphazero_config_errors_name_the_key(compose):

@@ -20,10 +20,10 @@ SMALL = [
 @pytest.mark.slow
 def test_trained_network_beats_its_initial_weights(compose, in_tmp):
     parts = build_run(compose(SMALL))
-    initial = copy.deepcopy(parts["module"].net).eval()
-    trainer = instantiate(compose(SMALL).trainer, logger=False, **parts["trainer_kwargs"])
-    trainer.fit(parts["module"], datamodule=parts["datamodule"])
-    module = parts["module"]
+    initial = copy.deepcopy(parts.module.net).eval()
+    trainer = instantiate(compose(SMALL).trainer, logger=False, **parts.trainer_kwargs)
+    trainer.fit(parts.module, datamodule=parts.datamodule)
+    module = parts.module
     assert module.generation == 2  # gate.games=0 accepts every candidate
     assert trainer.callback_metrics["selfplay/games"] == 2 * 160
     trained = MCTSPlayer(TorchEvaluator(module.best), num_simulations=32, seed=1)

@@ -32,7 +32,7 @@ def test_runs_log_system_metrics_and_environment(compose, tmp_path):
 def test_search_config_adds_a_pruning_callback_that_is_idle_outside_a_sweep(compose):
     cfg = compose(["hparams_search=ppo_cartpole", "debug=tiny", "phase.minibatch_size=16"])
     parts = build_run(cfg)
-    pruning = parts["callbacks"]["pruning"]
+    pruning = parts.callbacks["pruning"]
     assert isinstance(pruning, OptunaPruning)
     assert pruning.monitor == "eval/episode_return" and pruning.trial_number is None
-    assert "curves" in parts["callbacks"]
+    assert "curves" in parts.callbacks

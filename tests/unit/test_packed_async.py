@@ -28,9 +28,9 @@ TINY = [
 def fit(compose, overrides):
     cfg = compose(["+experiment=pixels_ppo", *TINY, *overrides])
     parts = build_run(cfg)
-    seed_process(parts["seeds"].seed(Component.DATA))
-    trainer = instantiate(cfg.trainer, logger=False, **parts["trainer_kwargs"])
-    trainer.fit(parts["module"], datamodule=parts["datamodule"])
+    seed_process(parts.seeds.seed(Component.DATA))
+    trainer = instantiate(cfg.trainer, logger=False, **parts.trainer_kwargs)
+    trainer.fit(parts.module, datamodule=parts.datamodule)
     metrics = {
         k: float(v) for k, v in trainer.callback_metrics.items() if not k.startswith("perf/frames")
     }
@@ -40,9 +40,9 @@ def fit(compose, overrides):
 def test_async_with_lag_zero_equals_sync_exactly(compose, in_tmp):
     sync, sync_metrics = fit(compose, ["phase.mode=sync"])
     lag0, lag0_metrics = fit(compose, ["phase.mode=async", "phase.max_policy_lag=0"])
-    assert lag0["datamodule"].actor_net is not None and sync["datamodule"].actor_net is None
+    assert lag0.datamodule.actor_net is not None and sync.datamodule.actor_net is None
     for (name, a), b in zip(
-        sync["module"].net.state_dict().items(), lag0["module"].net.state_dict().values()
+        sync.module.net.state_dict().items(), lag0.module.net.state_dict().values()
     ):
         assert torch.equal(a, b), name
     assert (
@@ -51,20 +51,20 @@ def test_async_with_lag_zero_equals_sync_exactly(compose, in_tmp):
     )
     assert sync_metrics == lag0_metrics
     assert sync_metrics["perf/policy_lag"] == 0.0
-    assert sync["datamodule"].policy_version == 128 // 32
+    assert sync.datamodule.policy_version == 128 // 32
 
 
 def test_async_lag_one_trains_on_rollouts_one_version_old(compose, in_tmp):
     sync, _ = fit(compose, ["phase.mode=sync"])
     lagged, metrics = fit(compose, ["phase.mode=async", "phase.max_policy_lag=1"])
-    dm = lagged["datamodule"]
+    dm = lagged.datamodule
     assert metrics["perf/policy_lag"] == 1.0
     assert 0.0 < metrics["train/importance_weight"] <= 2.0
     assert dm.policy_version == 4 and dm._pending is None
     # the actor's weights were synced explicitly: they equal the learner's before its last update
     differs = any(
         not torch.equal(a, b)
-        for a, b in zip(sync["module"].net.parameters(), lagged["module"].net.parameters())
+        for a, b in zip(sync.module.net.parameters(), lagged.module.net.parameters())
     )
     assert differs
 

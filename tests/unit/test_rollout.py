@@ -18,7 +18,7 @@ class FakeTrainer:
 
 def test_dataset_yields_ppo_epochs_of_shuffled_minibatches(compose):
     parts = build_run(compose(["debug=tiny", "phase.rollout_steps=8", "phase.minibatch_size=4"]))
-    dm, module = parts["datamodule"], parts["module"]
+    dm, module = parts.datamodule, parts.module
     dm.trainer = FakeTrainer(module)
     dm.setup("fit")
     assert dm.collector is None  # built at the first rollout, once the module is on its device
@@ -54,7 +54,7 @@ def _always(action: int, policy):
 
 def test_multisync_workers_receive_weights_at_rollout_boundaries(compose):
     parts = build_run(compose(["debug=tiny"]))
-    policy = parts["module"].policy
+    policy = parts.module.policy
     _always(0, policy)
     env_fns = [partial(make_env, CARTPOLE, num_envs=2, seed=s) for s in (1, 2)]
     collector = build_collector("multisync", env_fns, policy, frames_per_batch=32)

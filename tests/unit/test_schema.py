@@ -20,7 +20,7 @@ from meeple.errors import ConfigError
         (["phase.lr=0"], r"phase\.lr=0"),
         (["hardware.precision=fp8"], r"hardware\.precision='fp8'.*bf16-mixed"),
         (["hardware.torch_threads=0"], r"hardware\.torch_threads=0.*>= 1"),
-        (["phase.name=dreamer"], r"phase\.name='dreamer'; accepted: ppo"),
+        (["phase.name=dreamer"], r"phase\.name='dreamer' is not a phase kind; accepted: ppo"),
         (["env.num_envs=0"], r"env\.num_envs=0"),
     ],
 )
@@ -47,7 +47,7 @@ def test_unknown_collector_type(compose):
     with pytest.raises(ConfigError, match="collector.type='ray'; accepted: auto, sync, multisync"):
         from meeple.data.collectors import build_collector
 
-        build_collector("ray", [], parts["module"].policy, frames_per_batch=8)
+        build_collector("ray", [], parts.module.policy, frames_per_batch=8)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error path")

@@ -14,6 +14,12 @@ SHOWN = {
 
 
 class MeepleProgressBar(RichProgressBar):
+    stage_label: str | None = None  # "2/3 ppo": which stage of how many is running
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        description = super()._get_train_description(current_epoch)
+        return f"[{self.stage_label}] {description}" if self.stage_label else description
+
     def get_metrics(self, trainer, pl_module):
         metrics = {SHOWN[k]: v for k, v in super().get_metrics(trainer, pl_module).items() if k in SHOWN}
         # Per-minibatch values the module keeps without calling self.log (see modules/base.py).

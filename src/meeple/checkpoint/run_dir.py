@@ -39,8 +39,9 @@ class RunDirectory:
     experiment: str
     task: str
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    mlflow_run_id: str | None = None
+    mlflow_run_id: str | None = None  # the run's MLflow run (a pipeline's: its parent run)
     mlflow_tracking_uri: str | None = None
+    stage_mlflow_runs: dict[str, str] = field(default_factory=dict)  # pipeline stage index -> MLflow run
 
     # -- layout --------------------------------------------------------------------------------
     def phase_dir(self, phase: int) -> Path:
@@ -68,6 +69,10 @@ class RunDirectory:
             clean_partial_writes(folder)
         if self.opponent_pool_dir(phase).is_dir():
             clean_partial_writes(self.opponent_pool_dir(phase))
+
+    def has_progress(self) -> bool:
+        """Whether any stage left a checkpoint or finished."""
+        return any(self.path.glob("phase*/checkpoints/ckpt_*.pt")) or any(self.path.glob("phase*/done.json"))
 
     # -- run.json ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -105,14 +110,19 @@ class RunDirectory:
         return run
 
 
-def find_latest_run(root: str | os.PathLike, *, experiment: str, task: str) -> RunDirectory | None:
-    """The newest run directory under ``root`` of this experiment and task, or None."""
+def find_latest_run(root: str | os.PathLike, *, experiment: str, task: str,
+                    having: str | None = None) -> RunDirectory | None:
+    """The newest run directory under ``root`` of this experiment and task, or None.
+
+    Runs that hold something (a checkpoint or a finished stage) come before empty ones (a run
+    that failed before its first checkpoint). ``having``: only runs with that file (a gate).
+    """
     runs = []
     for run_file in Path(root).glob(f"*/{RUN_FILE}"):
         try:
             run = RunDirectory.open(run_file.parent)
         except MeepleError:
             continue
-        if run.experiment == experiment and run.task == task:
+        if run.experiment == experiment and run.task == task and (having is None or (run.path / having).is_file()):
             runs.append(run)
-    return max(runs, key=lambda r: (r.created, r.run_id), default=None)
+    return max(runs, key=lambda r: (r.has_progress(), r.created, r.run_id), default=None)

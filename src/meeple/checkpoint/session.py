@@ -1,21 +1,22 @@
-"""One run's checkpointing, from the config: run directory, master seed, what to resume from.
+"""A run's checkpointing: its run directory, master seed, finished stages and what to resume from.
 
-``python train.py ...`` creates ``{checkpoint.root}/{run_id}/``; ``resume=true`` continues
-the newest run directory of the same experiment and task (or ``resume_dir=...``) with its
-master seed, from its newest checkpoint that verifies.
+``python train.py ...`` creates ``{checkpoint.root}/{run_id}/``; ``resume=true`` continues the
+newest run directory of the same experiment and task (or ``resume_dir=...``) with its master
+seed: stages that finished (``phase{N}/done.json``) are not run again, and the stage in progress
+continues from its newest checkpoint that verifies.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from meeple.checkpoint.callback import RolloutCheckpoint, select_resume_checkpoint
-from meeple.checkpoint.io import AtomicCheckpointIO
+from meeple.checkpoint.io import AtomicCheckpointIO, write_text_atomic
 from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
 from meeple.errors import ConfigError
 from meeple.seeding import resolve_master_seed
@@ -24,87 +25,131 @@ log = logging.getLogger(__name__)
 
 # Run-control keys: how to start, not what to train (left out of comparisons and MLflow params).
 RUN_CONTROL_KEYS = ("resume", "resume_dir")
+DONE_FILE = "done.json"
 
 
-class CheckpointSession:
-    """Built from the config before anything else (it fixes the master seed); :meth:`open`
-    writes the run directory once the run is known to build (a bad config leaves no files)."""
+class RunSession:
+    """Built from the root config before anything else (it fixes the master seed);
+    :meth:`open` writes the run directory once every stage is known to build."""
 
-    def __init__(self, cfg: DictConfig, *, phase: int) -> None:
-        ckpt_cfg = cfg.checkpoint
-        self.phase = phase
-        self.ckpt_cfg = ckpt_cfg
+    def __init__(self, cfg: DictConfig, *, stages: list[str]) -> None:
+        self.ckpt_cfg = cfg.checkpoint
         self.resumed = bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None
-        self.root = Path(ckpt_cfg.root)
-        experiment, task = str(cfg.experiment_name), str(cfg.task_name)
+        self.root = Path(self.ckpt_cfg.root)
+        self.stages = stages
         self.io = AtomicCheckpointIO()
-        self.resume_from: Path | None = None  # None: start from scratch
         self.run: RunDirectory | None = None
-        self.callback: RolloutCheckpoint | None = None
-        self._new_run = dict(experiment=experiment, task=task)
+        self._new_run = dict(experiment=str(cfg.experiment_name), task=str(cfg.task_name))
         if self.resumed:
-            self.run = _find_run(cfg, self.root, experiment, task)
-            master = self.run.master_seed
-            if cfg.seed is not None and int(cfg.seed) != master:
-                log.warning("seed=%s ignored: resuming run %s with its master seed %d", cfg.seed, self.run.run_id, master)
+            self.run = _find_run(cfg, self.root, **self._new_run)
+            self.master_seed = self.run.master_seed
+            if cfg.seed is not None and int(cfg.seed) != self.master_seed:
+                log.warning("seed=%s ignored: resuming run %s with its master seed %d", cfg.seed, self.run.run_id,
+                            self.master_seed)
         else:
-            master = resolve_master_seed(cfg.seed)
-        self.master_seed = master
-        self.cfg = copy.deepcopy(cfg)  # the config to run: seed pinned to the run's master seed
-        with open_dict(self.cfg):
-            self.cfg.seed = master
-        if self.run is not None:
-            folder = self.run.checkpoint_dir(phase)
-            self.resume_from = select_resume_checkpoint(folder, phase, self.io) if folder.is_dir() else None
-            if self.resume_from is None:
-                log.warning("run %s has no checkpoint yet: starting it from the beginning", self.run.path)
-            else:
-                log.info("resuming run %s from %s", self.run.path, self.resume_from.name)
-                _warn_config_changes(self.io.peek(self.resume_from).get("config"), self.cfg)
+            self.master_seed = resolve_master_seed(cfg.seed)
 
-    def open(self) -> RolloutCheckpoint:
-        """Create (or tidy) the run directory; return the checkpoint callback for the Trainer."""
+    def open(self) -> RunDirectory:
+        """Create the run directory (a new run) and return it."""
         if self.run is None:
             self.run = RunDirectory.create(self.root, master_seed=self.master_seed, **self._new_run)
-        self.run.prepare(self.phase)
-        ckpt_cfg = self.ckpt_cfg
+        return self.run
+
+    # -- stages ------------------------------------------------------------------------------
+    def done(self, index: int) -> dict[str, Any] | None:
+        """The record of stage ``index`` when it finished in this run directory, else None."""
+        return read_done(self.run, index)
+
+    def mark_done(self, index: int, record: dict[str, Any]) -> None:
+        folder = self.run.phase_dir(index)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(folder / DONE_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+    def checkpoints(self, index: int, cfg: DictConfig, *, gate: str | None) -> PhaseCheckpoints:
+        """Stage ``index``'s checkpoint folder: what to resume from and the Trainer callback."""
+        return PhaseCheckpoints(self, index, cfg, gate=gate)
+
+    # -- MLflow ------------------------------------------------------------------------------
+    def mlflow_run(self, index: int | None, tracking_uri: str | None) -> str | None:
+        """The MLflow run to continue: the pipeline's (index None) or a stage's, same store only."""
+        if self.run.mlflow_tracking_uri != tracking_uri:
+            return None
+        return self.run.mlflow_run_id if index is None else self.run.stage_mlflow_runs.get(str(index))
+
+    def record_mlflow_run(self, index: int | None, run_id: str | None, tracking_uri: str | None) -> None:
+        if not run_id:
+            return
+        if index is None:
+            self.run.mlflow_run_id = run_id
+        else:
+            self.run.stage_mlflow_runs[str(index)] = run_id
+        self.run.mlflow_tracking_uri = tracking_uri
+        self.run.save()
+
+
+class PhaseCheckpoints:
+    """One stage's checkpoints: ``resume_from`` (None: start the stage from scratch) and the
+    :class:`RolloutCheckpoint` callback with the run's :class:`AtomicCheckpointIO`."""
+
+    def __init__(self, session: RunSession, index: int, cfg: DictConfig, *, gate: str | None) -> None:
+        run = session.run
+        self.io = session.io
+        self.resume_from: Path | None = None
+        folder = run.checkpoint_dir(index)
+        if folder.is_dir():
+            self.resume_from = select_resume_checkpoint(folder, index, self.io)
+        if self.resume_from is not None:
+            log.info("resuming run %s from %s", run.path, self.resume_from.name)
+            _warn_config_changes(self.io.peek(self.resume_from).get("config"), cfg)
+        elif session.resumed:
+            log.warning("run %s has no checkpoint of phase %d yet: starting it from the beginning", run.path, index)
+        run.prepare(index)
+        ckpt = cfg.checkpoint
         self.callback = RolloutCheckpoint(
-            self.run,
-            phase=self.phase,
-            every_n_rollouts=int(ckpt_cfg.every_n_rollouts),
-            keep=int(ckpt_cfg.keep),
-            monitor=ckpt_cfg.get("monitor"),
-            mode=str(ckpt_cfg.get("mode", "max")),
-            gate=ckpt_cfg.get("gate"),
-            config=_run_config(self.cfg),
+            run,
+            phase=index,
+            every_n_rollouts=int(ckpt.every_n_rollouts),
+            keep=int(ckpt.keep),
+            monitor=ckpt.get("monitor"),
+            mode=str(ckpt.get("mode", "max")),
+            gate=gate,
+            config=run_config(cfg),
         )
-        return self.callback
 
-    def record_mlflow_run(self, run_id: str | None, tracking_uri: str | None) -> None:
-        if run_id and (self.run.mlflow_run_id, self.run.mlflow_tracking_uri) != (run_id, tracking_uri):
-            self.run.mlflow_run_id, self.run.mlflow_tracking_uri = run_id, tracking_uri
-            self.run.save()
 
-    def mlflow_run_to_continue(self, tracking_uri: str | None) -> str | None:
-        """The MLflow run a resumed run keeps logging to (same tracking store only)."""
-        if self.resumed and self.run.mlflow_run_id and self.run.mlflow_tracking_uri == tracking_uri:
-            return self.run.mlflow_run_id
+def read_done(run: RunDirectory, index: int) -> dict[str, Any] | None:
+    """``phase{index}/done.json`` of ``run`` (written when the stage finished), or None."""
+    path = run.phase_dir(index) / DONE_FILE
+    if not path.is_file():
         return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise ConfigError(f"{path} is unreadable ({err}); delete it to run stage {index} again") from None
 
 
-def start_checkpointing(cfg: DictConfig, *, phase: int) -> CheckpointSession | None:
+def start_session(cfg: DictConfig, *, stages: list[str]) -> RunSession | None:
     """The run's checkpointing (nothing written yet), or None when checkpoints are off."""
     ckpt_cfg = cfg.get("checkpoint")
     if not ckpt_cfg or not ckpt_cfg.get("enabled", False):
         if bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None:
             raise ConfigError("resume=true needs checkpoints; accepted: checkpoint=default (not checkpoint=none)")
+        if len(stages) > 1:
+            raise ConfigError(f"a pipeline ({' -> '.join(stages)}) needs checkpoints: each stage starts from the "
+                              "previous stage's gate file; accepted: checkpoint=default (not checkpoint=none)")
         return None
-    return CheckpointSession(cfg, phase=phase)
+    return RunSession(cfg, stages=stages)
 
 
 def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDirectory:
     if cfg.get("resume_dir") is not None:
-        return RunDirectory.open(cfg.resume_dir)
+        run = RunDirectory.open(cfg.resume_dir)
+        if run.experiment != experiment:
+            raise ConfigError(
+                f"resume_dir={cfg.resume_dir} is a run of experiment {run.experiment!r}, not {experiment!r}; "
+                f"resume it with +experiment={run.experiment} (or the same overrides it was started with)"
+            )
+        return run
     run = find_latest_run(root, experiment=experiment, task=task)
     if run is None:
         raise ConfigError(
@@ -114,7 +159,8 @@ def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDir
     return run
 
 
-def _run_config(cfg: DictConfig) -> dict[str, Any]:
+def run_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config a checkpoint records (without run-control keys)."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     for key in RUN_CONTROL_KEYS:
         resolved.pop(key, None)
@@ -124,7 +170,7 @@ def _run_config(cfg: DictConfig) -> dict[str, Any]:
 def _warn_config_changes(saved: dict[str, Any] | None, cfg: DictConfig) -> None:
     if saved is None:
         return
-    changed = sorted(_diff(saved, _run_config(cfg)))
+    changed = sorted(_diff(saved, run_config(cfg)))
     if changed:
         log.warning("resuming with a config that differs from the checkpoint's at: %s", ", ".join(changed))
 
@@ -134,4 +180,3 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
         keys = set(a) | set(b)
         return [d for k in keys for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
     return [] if a == b else [prefix.rstrip(".")]
-

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
 
 import meeple
 
@@ -23,4 +24,10 @@ def conf_dir() -> Path:
 def compose_config(overrides: Sequence[str] = (), *, config_name: str = "train") -> DictConfig:
     """The config ``python train.py <overrides>`` would run with (without Hydra's runtime keys)."""
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides))
+        cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+    # As under train.py: the run's Hydra settings (its command-line overrides among them,
+    # which win over debug sizes) are readable through HydraConfig, not from the config.
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg

@@ -31,8 +31,6 @@ class Hardware:
     torch_threads: int
     num_envs: int
     env_workers: int
-    inference_batch: int
-    replay_buffer_size: int
 
 
 @dataclass
@@ -58,6 +56,12 @@ class PPOLoss:
 
 
 @dataclass
+class ReferenceKL:
+    coef: float = 0.0  # beta_0 in loss += beta_t * KL(pi || pi_ref); 0: off
+    anneal_fraction: float = 0.3  # beta_t falls linearly to 0 over this fraction of the rollouts
+
+
+@dataclass
 class PPOPhase:
     name: str
     module: Any
@@ -72,6 +76,7 @@ class PPOPhase:
     loss: PPOLoss = field(default_factory=PPOLoss)
     eval: Eval = field(default_factory=Eval)
     stop: Stop = field(default_factory=Stop)
+    reference_kl: ReferenceKL = field(default_factory=ReferenceKL)
 
 
 @dataclass
@@ -136,10 +141,32 @@ class AlphaZeroPhase:
 
 
 @dataclass
+class Gate:
+    """Must hold for the previous stage's gate checkpoint before the next stage starts."""
+
+    metric: str
+    op: str = ">="  # one of GATE_OPS
+    threshold: float = 0.0
+
+
+@dataclass
+class Warmup:
+    epochs: int = 0  # epochs (PPO: rollouts) of linear warm-up at the start of the stage; 0: none
+    start_fraction: float = 0.1  # the learning rate starts at this fraction of its peak
+
+
+@dataclass
 class Transition:
+    """How a stage starts from the stage before it (conf/transition/)."""
+
     name: str
-    carry_weights: bool
-    reset_optimizer: bool
+    carry: list[str] = field(default_factory=list)  # state-dict parts loaded from the gate: actor, critic ...
+    reset_optimizer: bool = True
+    warmup: Warmup = field(default_factory=Warmup)
+    gate: Gate | None = None
+
+
+GATE_OPS = (">=", ">", "<=", "<")
 
 
 @dataclass
@@ -189,9 +216,9 @@ class DQNPhase:
     eval: DQNEval = field(default_factory=DQNEval)
 
 
-PHASE_SCHEMAS: dict[str, type] = {
-    "ppo": PPOPhase, "packed_ppo": PackedPPOPhase, "alphazero": AlphaZeroPhase, "dqn": DQNPhase,
-}
+# Keys of a phase node that belong to the stage around it, not to the phase kind's schema:
+# the callbacks the phase needs and its sizes under each debug mode.
+PHASE_ENVELOPE_KEYS = ("callbacks", "debug")
 
 
 def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
@@ -200,7 +227,11 @@ def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
     if node is None:
         raise ConfigError(f"config group {key!r} is missing; pick one with {key}=<option>")
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=True))
+        values = OmegaConf.to_container(node, resolve=True)
+        if key == "phase":
+            for envelope in PHASE_ENVELOPE_KEYS:
+                values.pop(envelope, None)
+        merged = OmegaConf.merge(OmegaConf.structured(schema), values)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         where = f"{key}.{err.full_key}" if getattr(err, "full_key", None) else key
@@ -223,20 +254,34 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         hw.matmul_precision in MATMUL_PRECISIONS, "hardware.matmul_precision", hw.matmul_precision,
         ", ".join(MATMUL_PRECISIONS),
     )
-    for name in ("devices", "torch_threads", "num_envs", "env_workers", "inference_batch"):
+    for name in ("devices", "torch_threads", "num_envs", "env_workers"):
         _require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
 
-    phase_name = cfg.get("phase", {}).get("name")
-    if phase_name not in PHASE_SCHEMAS:
-        raise ConfigError(f"phase.name={phase_name!r}; accepted: {', '.join(PHASE_SCHEMAS)}")
-    phase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
+    from meeple.phases.registry import phase_kind
+
+    if cfg.get("phase") is None:
+        raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
+    kind = phase_kind(cfg.phase.get("name"))
+    phase = _checked(cfg, "phase", kind.schema)
+    kind.check(cfg, phase)
     transition: Transition = _checked(cfg, "transition", Transition)
-    checks = {"ppo": _check_ppo, "packed_ppo": _check_ppo, "alphazero": _check_alphazero, "dqn": _check_dqn}
-    checks[phase_name](cfg, phase)
+    check_transition(transition)
     return {"hardware": hw, "phase": phase, "transition": transition}
 
 
-def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
+def check_transition(tr: Transition) -> None:
+    _require(all(isinstance(part, str) and part for part in tr.carry), "transition.carry", tr.carry,
+             "a list of state-dict parts (e.g. [actor, critic]); [] carries nothing")
+    _require(tr.reset_optimizer, "transition.reset_optimizer", tr.reset_optimizer,
+             "true (stages build new optimisers; optimiser state does not carry across stages)")
+    _require(tr.warmup.epochs >= 0, "transition.warmup.epochs", tr.warmup.epochs, "an integer >= 0")
+    _require(0 < tr.warmup.start_fraction <= 1, "transition.warmup.start_fraction", tr.warmup.start_fraction,
+             "a float in (0, 1]")
+    if tr.gate is not None:
+        _require(tr.gate.op in GATE_OPS, "transition.gate.op", tr.gate.op, ", ".join(GATE_OPS))
+
+
+def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
         _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
     _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
@@ -246,11 +291,16 @@ def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
              phase.max_grad_norm, "null or a float > 0")
     if isinstance(phase, PackedPPOPhase):
+        _require(phase.reference_kl.coef == 0, "phase.reference_kl.coef", phase.reference_kl.coef,
+                 "0 (packed_ppo keeps no reference policy)")
         _require(phase.mode in ("sync", "async"), "phase.mode", phase.mode, "sync, async")
         _require(phase.max_policy_lag in (0, 1), "phase.max_policy_lag", phase.max_policy_lag,
                  "0 or 1 (two rollout buffers)")
         _require(phase.loss.max_importance_weight >= 1, "phase.loss.max_importance_weight",
                  phase.loss.max_importance_weight, "a float >= 1")
+    _require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
+    _require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
+             phase.reference_kl.anneal_fraction, "a float in (0, 1]")
     for name in ("every_n_rollouts", "episodes", "max_steps"):
         _require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
 
@@ -274,7 +324,7 @@ def _check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
         )
 
 
-def _check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
+def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
     from meeple.phases.alphazero import GAMES
 
     _require(phase.game in GAMES, "phase.game", phase.game, ", ".join(GAMES))
@@ -308,7 +358,7 @@ def _selfplay_options() -> set[str]:
     return names - {"seed", "planes_buffers"}  # set by the data module
 
 
-def _check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
+def check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
     for name in ("total_env_steps", "batch_size", "buffer_size", "publish_interval", "sync_interval",
                  "write_interval", "report_interval"):
         _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")

@@ -40,13 +40,24 @@ class RolloutModule(L.LightningModule):
             self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
         optimizer.step()
 
+    def set_warmup(self, epochs: int, start_fraction: float) -> None:
+        """Warm the learning rate up linearly from ``start_fraction`` of its peak over ``epochs``
+        rollouts (a stage that starts from another's weights: transition.warmup)."""
+        self.warmup = (epochs, start_fraction)
+
     def with_linear_anneal(self, optimizer: torch.optim.Optimizer, anneal: bool):
         """``optimizer`` alone, or with its learning rate decayed linearly to zero over the run
-        (stepped once per epoch, i.e. per rollout; see ``on_train_epoch_end``)."""
-        if not anneal:
+        and/or warmed up (stepped once per epoch, i.e. per rollout; see ``on_train_epoch_end``)."""
+        warm_epochs, start = getattr(self, "warmup", (0, 1.0))
+        if not anneal and warm_epochs == 0:
             return optimizer
         epochs = max(int(self.trainer.max_epochs or 1), 1)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda e: max(1.0 - e / epochs, 0.0))
+
+        def factor(e: int) -> float:
+            warm = start + (1.0 - start) * min(e / warm_epochs, 1.0) if warm_epochs else 1.0
+            return warm * (max(1.0 - e / epochs, 0.0) if anneal else 1.0)
+
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     def accumulate(self, metrics: dict[str, torch.Tensor]) -> None:

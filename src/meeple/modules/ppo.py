@@ -8,6 +8,7 @@ optimisation schedule and what is logged. Data arrives from
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
@@ -37,8 +38,13 @@ class PPOModule(RolloutModule):
         entropy_coef: float,
         critic_coef: float,
         normalize_advantage: bool,
+        reference_kl_coef: float = 0.0,
+        reference_kl_anneal_fraction: float = 0.3,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
+        self.reference_kl_coef = reference_kl_coef
+        self.reference_kl_anneal_fraction = reference_kl_anneal_fraction
+        self.reference: torch.nn.Module | None = None  # frozen policy the stage started from
         self.actor = actor
         self.critic = critic
         self.optimizer_factory = optimizer
@@ -65,12 +71,31 @@ class PPOModule(RolloutModule):
         """Writes ``advantage`` and ``value_target`` (A_t = sum_l (gamma*lambda)^l delta_{t+l})."""
         return self.advantage_module(rollout)
 
+    # -- KL to the reference policy (a stage that starts from a cloned policy) ---------------
+    def wants_reference(self) -> bool:
+        return self.reference_kl_coef > 0
+
+    def set_reference_from_actor(self) -> None:
+        """Freeze a copy of the current actor (the carried weights) as pi_ref."""
+        self.reference = copy.deepcopy(self.actor).requires_grad_(False)
+
+    def reference_kl_weight(self) -> float:
+        """beta_t = beta_0 * max(0, 1 - t / (anneal_fraction * T)), t = rollouts done, T = all."""
+        progress = self.current_epoch / max(int(self.trainer.max_epochs or 1), 1)
+        return self.reference_kl_coef * max(0.0, 1.0 - progress / self.reference_kl_anneal_fraction)
+
     def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
         losses = self.loss_module(batch)
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
             loss = loss + losses["loss_entropy"]
         metrics = {LOSS_TOTAL: loss}
+        if self.reference is not None and (beta := self.reference_kl_weight()) > 0:
+            with torch.no_grad():
+                reference = self.reference.get_dist(batch)
+            kl = categorical_kl(self.actor.get_dist(batch), reference)
+            loss = loss + beta * kl
+            metrics.update({"loss/reference_kl": kl, "train/reference_kl_coef": torch.tensor(beta)})
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
                 metrics[f"loss/{key.removeprefix('loss_')}"] = losses[key]
@@ -83,3 +108,14 @@ class PPOModule(RolloutModule):
 
     def configure_optimizers(self):
         return self.with_linear_anneal(self.optimizer_factory(self.loss_module.parameters()), self.anneal_lr)
+
+
+def categorical_kl(policy, reference) -> torch.Tensor:
+    """Mean over the batch of KL(pi || pi_ref) = sum_a pi(a) (log pi(a) - log pi_ref(a)).
+
+    Masked actions have probability 0 under both; their logits are clamped so that 0 * (-inf)
+    never makes a NaN (nor a NaN gradient).
+    """
+    log_p = policy.logits.clamp_min(-1e9)
+    log_q = reference.logits.clamp_min(-1e9)
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean()

@@ -32,7 +32,6 @@ from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_proc
 from meeple.tracking import keys
 
 log = logging.getLogger("meeple")
-PHASE_INDEX = 0
 RETURN_WINDOW = 20  # episodes in the running mean shown and logged as train/episode_return
 
 
@@ -63,7 +62,11 @@ def dqn_kwargs(phase: DQNPhase) -> dict[str, Any]:
 
 
 def build_independent(
-    cfg: DictConfig, *, actor_target: str | None = None, learner_target: str | None = None
+    cfg: DictConfig,
+    *,
+    actor_target: str | None = None,
+    learner_target: str | None = None,
+    phase_index: int = 0,
 ) -> IndependentRun:
     """Validate ``cfg``, probe the env for the agents, and create the shared state and topology."""
     typed = validate(cfg)
@@ -77,7 +80,7 @@ def build_independent(
             f"phase=dqn needs a multi-agent env (env.backend=pettingzoo), got {cfg.env.get('backend')!r}"
         )
     torch.set_num_threads(typed["hardware"].torch_threads)
-    seeds = PhaseSeeds(resolve_master_seed(cfg.seed), PHASE_INDEX)
+    seeds = PhaseSeeds(resolve_master_seed(cfg.seed), phase_index)
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
     probe = make_pettingzoo_env(env_cfg, seed=seeds.seed(Component.ENV))
     agents = agent_specs(probe)
@@ -236,10 +239,10 @@ def make_progress() -> Progress:
 
 
 def train_independent(
-    cfg: DictConfig, *, logger=None, show_progress: bool = True
+    cfg: DictConfig, *, logger=None, show_progress: bool = True, phase_index: int = 0
 ) -> dict[str, float]:
     """Run the topology to ``phase.total_env_steps``, then evaluate; return the final metrics."""
-    run = build_independent(cfg)
+    run = build_independent(cfg, phase_index=phase_index)
     log.info(
         "independent DQN: %d agents (%s), 1 actor + %d learner processes, master seed %d",
         len(run.agents),
@@ -294,3 +297,32 @@ def evaluate_run(run: IndependentRun, *, logger=None) -> dict[str, float]:
     if logger is not None:
         logger.log_metrics(metrics, step=run.state.env_steps)
     return metrics
+
+
+def run_dqn_stage(stage: Any, cfg: DictConfig, context: Any) -> tuple[dict[str, float], int]:
+    """The pipeline's process runner for ``phase=dqn`` (no Lightning Trainer, no checkpoints
+    yet): its own MLflow run, workers stopped on completion, Ctrl-C or a crash."""
+    from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
+
+    if context.count > 1:
+        raise ConfigError("phase=dqn runs alone for now (it writes no checkpoint or gate a next stage could "
+                          "start from); accepted: a single-stage experiment")
+    if context.session is not None and context.session.resumed:
+        raise ConfigError("phase=dqn has no checkpoints to resume from yet; accepted: resume=false")
+    master = context.master_seed
+    logger = make_mlflow_logger(cfg, master_seed=master,
+                                run_dir=context.session.run.path if context.session else None)
+    if logger is not None:
+        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
+    status = "FAILED"
+    try:
+        metrics = train_independent(cfg, logger=logger, phase_index=stage.index)
+        status = "FINISHED"
+    except KeyboardInterrupt:  # Ctrl-C: every worker has been stopped by now
+        status = "KILLED"
+        raise
+    finally:
+        if logger is not None:
+            logger.finalize(status)
+    return metrics, int(stage.typed["phase"].total_env_steps)

@@ -24,7 +24,14 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks):
         anneal_lr=phase.anneal_lr,
         max_grad_norm=phase.max_grad_norm,
         **vars(phase.loss),
+        **_reference_kl(phase),
     )
+
+
+def _reference_kl(phase: PPOPhase) -> dict:
+    """The KL-to-reference options, for the modules that have them (set only when on)."""
+    kl = phase.reference_kl
+    return dict(reference_kl_coef=kl.coef, reference_kl_anneal_fraction=kl.anneal_fraction) if kl.coef > 0 else {}
 
 
 def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:

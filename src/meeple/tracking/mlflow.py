@@ -14,6 +14,7 @@ import logging
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -123,17 +124,9 @@ def _env_tag(cfg: DictConfig) -> str:
     return str(env.get("id", env.backend))
 
 
-def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path | None = None,
-                       continue_run_id: str | None = None) -> MLFlowLogger | None:
-    """An MLFlowLogger for this run, or None when ``tracking.uri`` is null.
-
-    ``run_dir`` is the meeple run directory (tagged); ``continue_run_id`` resumes logging into
-    an existing MLflow run (a resumed training run) instead of creating one.
-    """
+def _run_tags(cfg: DictConfig, master_seed: int, run_dir: str | Path | None) -> tuple[dict[str, str], str]:
+    """Tags every training run carries, and its default name."""
     tracking = cfg.tracking
-    if not tracking.uri:
-        return None
-    _ensure_sqlite_parent(tracking.uri)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_name = tracking.run_name or f"{cfg.experiment_name}-s{master_seed}-{stamp}"
     tags = {
@@ -141,8 +134,6 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
         "seed": str(master_seed),
         "experiment": str(cfg.experiment_name),
         "hardware": str(cfg.hardware.name),
-        "env": _env_tag(cfg),
-        "phase": str(cfg.phase.name),
         "meeple_version": meeple.__version__,
     }
     if hydra_dir := run_directory():
@@ -159,6 +150,30 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
         tags.update(optuna_study=str(study), optuna_trial=str(trial_number))
         if not tracking.run_name:
             run_name = f"{study}-trial{trial_number}"
+    return tags, run_name
+
+
+def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path | None = None,
+                       continue_run_id: str | None = None, stage: tuple[int, str] | None = None,
+                       parent_run_id: str | None = None, step_offset: int = 0) -> MLFlowLogger | None:
+    """An MLFlowLogger for this run (or one stage of a pipeline), or None when ``tracking.uri`` is null.
+
+    ``run_dir`` is the meeple run directory (tagged); ``continue_run_id`` resumes logging into
+    an existing MLflow run (a resumed training run) instead of creating one. A pipeline's stage
+    passes ``stage=(index, name)``, its pipeline run as ``parent_run_id`` and the steps of the
+    stages before it as ``step_offset``, so the global step runs on across stages.
+    """
+    tracking = cfg.tracking
+    if not tracking.uri:
+        return None
+    _ensure_sqlite_parent(tracking.uri)
+    tags, run_name = _run_tags(cfg, master_seed, run_dir)
+    tags.update(env=_env_tag(cfg), phase=str(cfg.phase.name))
+    if stage is not None:
+        tags.update({"meeple.phase_index": str(stage[0]), "meeple.stage": stage[1]})
+        run_name = f"{run_name}-{stage[0]}-{stage[1]}"
+    if parent_run_id is not None:
+        tags[PARENT_RUN_TAG] = parent_run_id
     artifacts = tracking.get("artifact_location")
     return MeepleMLFlowLogger(
         experiment_name=str(tracking.experiment),
@@ -170,7 +185,46 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
         system_metrics=bool(OmegaConf.select(cfg, "tracking.system_metrics", default=True)),
         system_metrics_interval=float(OmegaConf.select(cfg, "tracking.system_metrics_interval", default=10.0)),
         run_id=continue_run_id,
+        step_offset=step_offset,
     )
+
+
+class PipelineRun:
+    """The MLflow parent run of a multi-stage experiment; each stage's run nests under it.
+
+    Created through MLflow's client (no global active run); a resumed pipeline continues its
+    parent. :meth:`finish` sets the final status and, for a failed gate, the gate's message.
+    """
+
+    def __init__(self, cfg: DictConfig, *, master_seed: int, run_dir: str | Path | None, stages: list[str],
+                 continue_run_id: str | None = None) -> None:
+        from mlflow import MlflowClient
+
+        tracking = cfg.tracking
+        _ensure_sqlite_parent(tracking.uri)
+        self.client = MlflowClient(tracking_uri=tracking.uri)
+        if continue_run_id is not None:
+            self.run_id = continue_run_id
+            self.client.update_run(continue_run_id, status="RUNNING")
+            return
+        artifacts = tracking.get("artifact_location")
+        experiment_id = get_or_create_experiment(self.client, str(tracking.experiment), artifacts)
+        tags, run_name = _run_tags(cfg, master_seed, run_dir)
+        tags["meeple.pipeline"] = " -> ".join(stages)
+        self.run_id = self.client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+        self.client.log_param(self.run_id, "seed", master_seed)
+        if tracking.log_config_artifact:
+            self.client.log_text(self.run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+
+    def log_stage_end(self, index: int, name: str, metrics: dict[str, float], step: int) -> None:
+        self.client.set_tag(self.run_id, f"meeple.stage{index}", f"{name}: done at step {step}")
+        for key, value in metrics.items():
+            self.client.log_metric(self.run_id, key, float(value), step=step)
+
+    def finish(self, status: str, *, gate_failure: str | None = None) -> None:
+        if gate_failure is not None:
+            self.client.set_tag(self.run_id, "meeple.gate_failed", gate_failure[:5000])
+        self.client.set_terminated(self.run_id, status)
 
 
 class MeepleMLFlowLogger(MLFlowLogger):
@@ -182,8 +236,10 @@ class MeepleMLFlowLogger(MLFlowLogger):
     stops it in :meth:`finalize`. Disable with ``++tracking.system_metrics=false``.
     """
 
-    def __init__(self, *args: Any, system_metrics: bool = True, system_metrics_interval: float = 10.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, system_metrics: bool = True, system_metrics_interval: float = 10.0,
+                 step_offset: int = 0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.step_offset = step_offset  # steps of the pipeline's earlier stages
         self._system_metrics_wanted = system_metrics
         self._system_metrics_interval = system_metrics_interval
         self._system_monitor: Any = None
@@ -195,6 +251,9 @@ class MeepleMLFlowLogger(MLFlowLogger):
             self._system_metrics_wanted = False  # start once
             self._system_monitor = start_system_metrics(self._run_id, self._tracking_uri, self._system_metrics_interval)
         return client
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        super().log_metrics(metrics, None if step is None else step + self.step_offset)
 
     def finalize(self, status: str = "success") -> None:
         if self._system_monitor is not None:

@@ -1,0 +1,92 @@
+"""A Lightning stage: build the phase's module, data and callbacks, then ``Trainer.fit``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.trainer.states import TrainerStatus
+from omegaconf import DictConfig
+
+from meeple.phases.registry import phase_kind
+from meeple.seeding import Component, PhaseSeeds, seed_process
+from meeple.tracking.keys import EVAL_RETURN
+
+log = logging.getLogger("meeple")
+
+
+@dataclass
+class StageBuild:
+    """Everything a Lightning stage needs, built but not started (config tests stop here)."""
+
+    seeds: PhaseSeeds
+    module: L.LightningModule
+    datamodule: L.LightningDataModule
+    callbacks: dict[str, L.Callback]  # the phase's required ones, its phase.callbacks, the bag
+    trainer_kwargs: dict[str, Any]
+
+
+def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> StageBuild:
+    hw = typed["hardware"]
+    torch.set_num_threads(hw.torch_threads)
+    torch.set_float32_matmul_precision(hw.matmul_precision)
+    parts = phase_kind(cfg.phase.name).builder()(cfg, typed, seeds)
+
+    # The phase's required callbacks first (e.g. AlphaZero's gate before evaluations), then the
+    # ones its yaml names, then the run's bag; a phase's callback replaces the bag's of that name.
+    callbacks = dict(parts.callbacks)
+    for bag in (cfg.phase.get("callbacks"), cfg.get("callbacks")):
+        for name, node in (bag or {}).items():
+            if node is not None and name not in callbacks:
+                callbacks[name] = instantiate(node)
+    trainer_kwargs = dict(
+        accelerator=hw.accelerator,
+        devices=hw.devices,
+        precision=hw.precision,
+        max_epochs=parts.max_epochs,
+        callbacks=list(callbacks.values()),
+        enable_progress_bar="progress" in callbacks,
+    )
+    return StageBuild(seeds, parts.module, parts.datamodule, callbacks, trainer_kwargs)
+
+
+def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: Any, label: str) -> tuple[dict, int]:
+    """Train one stage; return its final metrics and the optimiser steps it took in all."""
+    progress = build.callbacks.get("progress")
+    if progress is not None and hasattr(progress, "stage_label"):
+        progress.stage_label = label
+    seed_process(build.seeds.seed(Component.DATA))  # action sampling in the collector
+    kwargs = dict(build.trainer_kwargs)
+    if checkpoints is not None:  # Lightning's checkpointing, through meeple's CheckpointIO and callback
+        kwargs.update(callbacks=[*kwargs["callbacks"], checkpoints.callback], plugins=[checkpoints.io],
+                      enable_checkpointing=True)
+    trainer: L.Trainer = instantiate(cfg.trainer, logger=logger or False, **kwargs)
+    resume = checkpoints.resume_from if checkpoints is not None else None
+    try:
+        trainer.fit(build.module, datamodule=build.datamodule, ckpt_path=str(resume) if resume else None)
+    except SystemExit:
+        # Lightning turns Ctrl-C into sys.exit(1) after finalizing the logger as failed.
+        if trainer.state.status == TrainerStatus.INTERRUPTED:
+            _mark_killed(logger)
+            raise KeyboardInterrupt from None
+        raise
+
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    evaluation = build.callbacks.get("eval")
+    if evaluation is not None and getattr(evaluation, "last_return", None) is not None:
+        metrics[EVAL_RETURN] = evaluation.last_return
+        log.info("final greedy evaluation: mean return %.1f over %d episodes", evaluation.last_return,
+                 evaluation.episodes)
+    return metrics, int(trainer.global_step)
+
+
+def _mark_killed(logger: Any) -> None:
+    if logger is not None and getattr(logger, "run_id", None):
+        try:
+            logger.experiment.set_terminated(logger.run_id, "KILLED")
+        except Exception as err:  # tracking must not hide the interruption
+            log.warning("MLflow run %s not marked KILLED: %s", logger.run_id, err)

@@ -1,0 +1,159 @@
+"""From the composed config to the stages of a run, each a single-phase config, validated.
+
+A run is a pipeline of stages. ``pipeline: null`` (every single-phase recipe) is a pipeline of
+one stage built from the root's ``phase`` and ``transition``. A multi-phase recipe lists its
+stages under ``pipeline.stages.<name>`` (each with a ``phase``, a ``transition`` and optionally
+any other root key it changes, e.g. ``model`` or ``checkpoint``) and their order in
+``pipeline.order``. Every stage's config is the root with those keys replaced, then the phase's
+``debug.<mode>`` sizes merged in (``debug=tiny``), then the user's command-line values applied
+again so that they win. All stages are validated before any work starts.
+
+Words: a *phase kind* is a learning algorithm (``phase.name``: ppo, bc, ...); a *stage* is a
+position in the pipeline (index, name) that runs one phase kind.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from meeple.config.overrides import command_line_values
+from meeple.config.schema import validate
+from meeple.errors import ConfigError
+from meeple.phases.registry import PhaseKind, phase_kind
+
+STAGE_KEYS = ("phase", "transition")  # every stage has these; any other key patches the root
+
+
+@dataclass
+class Stage:
+    index: int  # position in the pipeline: seeds (spawn_key), folders phase{index}/
+    name: str  # stage name: gates/<name>.pt, MLflow child run tag
+    cfg: DictConfig  # a single-phase config (no `pipeline` key), debug sizes applied
+    kind: PhaseKind
+    typed: dict[str, Any]  # validated hardware / phase / transition
+
+    @property
+    def label(self) -> str:
+        return f"phase {self.index} ({self.name})"
+
+
+@dataclass
+class Plan:
+    stages: list[Stage]
+    start: int  # first stage this invocation runs (pipeline.start); earlier ones come from a gate
+    stop: int  # last stage it runs (pipeline.stop), inclusive
+
+    @property
+    def is_pipeline(self) -> bool:
+        return len(self.stages) > 1
+
+
+def plan_run(cfg: DictConfig) -> Plan:
+    """The validated stages of ``cfg`` (raises ConfigError naming the stage and key)."""
+    pipeline = cfg.get("pipeline")
+    if pipeline is None:
+        stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {})]
+        return Plan(stages, 0, 0)
+    order = _order(pipeline)
+    stages = [_stage(cfg, i, name, pipeline.stages[name]) for i, name in enumerate(order)]
+    start = _position(order, pipeline.get("start"), "pipeline.start", default=0)
+    stop = _position(order, pipeline.get("stop"), "pipeline.stop", default=len(order) - 1)
+    if only := pipeline.get("only"):
+        start = stop = _position(order, only, "pipeline.only", default=0)
+    if start > stop:
+        raise ConfigError(f"pipeline.start={order[start]!r} comes after pipeline.stop={order[stop]!r}; "
+                          f"accepted: a start at or before the stop in {order}")
+    return Plan(stages, start, stop)
+
+
+def _order(pipeline: DictConfig) -> list[str]:
+    stages = pipeline.get("stages")
+    if not stages:
+        raise ConfigError("pipeline.stages is empty; accepted: a mapping of stage name -> {phase, transition, ...}")
+    order = list(pipeline.get("order") or [])
+    unknown = [name for name in order if name not in stages]
+    if not order or unknown or len(set(order)) != len(order):
+        raise ConfigError(f"pipeline.order={order}; accepted: each of {list(stages)} once, in the order they run")
+    missing = [name for name in stages if name not in order]
+    if missing:
+        raise ConfigError(f"pipeline.stages.{missing[0]} is not in pipeline.order={order}; add it or remove it")
+    return order
+
+
+def _position(order: list[str], name: Any, key: str, *, default: int) -> int:
+    if name is None:
+        return default
+    if name not in order:
+        raise ConfigError(f"{key}={name!r} is not a stage of this pipeline; accepted: {', '.join(order)}")
+    return order.index(name)
+
+
+def _stage(cfg: DictConfig, index: int, name: str, node: DictConfig | dict) -> Stage:
+    stage_cfg = stage_config(cfg, name, node)
+    where = f"stage {name!r}: " if cfg.get("pipeline") is not None else ""
+    try:
+        typed = validate(stage_cfg)
+    except ConfigError as err:
+        raise ConfigError(f"{where}{err}") from None
+    return Stage(index=index, name=name, cfg=stage_cfg, kind=phase_kind(stage_cfg.phase.name), typed=typed)
+
+
+def stage_config(cfg: DictConfig, name: str, node: DictConfig | dict) -> DictConfig:
+    """The single-phase config of stage ``name``: the root patched by ``node``, debug sizes in."""
+    stage = copy.deepcopy(cfg)
+    with open_dict(stage):
+        if stage.get("pipeline") is not None:
+            for key in STAGE_KEYS:
+                if key not in node:
+                    raise ConfigError(f"pipeline.stages.{name}.{key} is missing; accepted: a {key} config "
+                                      f"(e.g. `- /{key}@pipeline.stages.{name}.{key}: <option>` in the recipe)")
+            for key, value in node.items():
+                if key in STAGE_KEYS or not isinstance(value, DictConfig) or stage.get(key) is None:
+                    stage[key] = value
+                else:  # model, env, checkpoint, ...: this stage's values over the root's
+                    stage[key] = OmegaConf.merge(stage[key], value)
+            stage.pipeline = None
+        _apply_debug_sizes(stage, name)
+    return stage
+
+
+def _apply_debug_sizes(stage: DictConfig, name: str) -> None:
+    phase = stage.get("phase")
+    if phase is None:
+        return
+    sizes = phase.get("debug")
+    mode = stage.get("debug_mode")
+    with open_dict(phase):
+        phase.pop("debug", None)  # not a hyperparameter: neither logged nor checkpointed
+    if not mode:
+        return
+    patch = (sizes or {}).get(mode)
+    if patch is None:
+        return
+    for key, value in patch.items():
+        if stage.get(key) is None:
+            raise ConfigError(f"phase.debug.{mode}.{key}: the run has no {key!r} to resize")
+        stage[key] = OmegaConf.merge(stage[key], value)
+    for key, value in command_line_values():  # the user's values win over debug sizes
+        key = _stage_key(key, name)
+        if key is not None and _has_parent(stage, key):
+            OmegaConf.update(stage, key, value, merge=False, force_add=True)
+
+
+def _stage_key(key: str, name: str) -> str | None:
+    """A command-line key as seen from stage ``name`` (None: it belongs to another stage)."""
+    prefix = "pipeline.stages."
+    if not key.startswith(prefix):
+        return key
+    stage, _, rest = key[len(prefix):].partition(".")
+    return rest if stage == name and rest else None
+
+
+def _has_parent(stage: DictConfig, key: str) -> bool:
+    if "." not in key:
+        return True
+    return isinstance(OmegaConf.select(stage, key.rsplit(".", 1)[0], default=None), DictConfig)

@@ -1,0 +1,207 @@
+"""Run an experiment top to bottom: plan the stages, fix the run directory and master seed,
+open tracking, then each stage in order (transition, build, fit, record).
+
+Every run goes through here; a single-phase run is a pipeline of one stage and behaves as it
+always did (phase index 0, one MLflow run). A multi-stage run gets one MLflow parent run with
+a child per stage, its global step running on across stages.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from omegaconf import DictConfig, open_dict
+
+from meeple.checkpoint.callback import gate_path
+from meeple.checkpoint.io import copy_verified
+from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
+from meeple.checkpoint.session import RunSession, read_done, start_session
+from meeple.config.schema import check_accelerator
+from meeple.errors import ConfigError
+from meeple.pipeline.plan import Plan, Stage, plan_run
+from meeple.pipeline.transition import GateFailed, StageStart, first_start, open_start
+from meeple.seeding import PhaseSeeds, resolve_master_seed
+
+log = logging.getLogger("meeple")
+
+
+@dataclass
+class StageContext:
+    """What a stage runner gets besides its stage: the run it belongs to."""
+
+    master_seed: int
+    session: RunSession | None
+    start: StageStart
+    step_offset: int  # optimiser steps of the stages before it (the global step runs on)
+    parent_run_id: str | None  # the pipeline's MLflow run (None for a single stage)
+    count: int  # stages in the pipeline
+
+
+def run_experiment(cfg: DictConfig) -> dict[str, float]:
+    """Train as configured; return the final metrics of the last stage run."""
+    plan = plan_run(cfg)  # every stage validated before any work
+    for stage in plan.stages[plan.start : plan.stop + 1]:
+        check_accelerator(stage.typed["hardware"])
+    session = start_session(cfg, stages=[s.name for s in plan.stages])
+    source = _source_run(cfg, plan, session) if plan.start > 0 and not (session and session.resumed) else None
+    if session is not None:
+        master, origin = session.master_seed, "of the resumed run" if session.resumed else _origin(cfg)
+        run = session.open()
+        log.info("run directory %s", run.path)
+    else:
+        master, origin, run = resolve_master_seed(cfg.seed), _origin(cfg), None
+    log.info("master seed %d (%s)", master, origin)
+
+    pipeline_run = _open_pipeline_run(cfg, plan, master, session)
+    status, failure = "FAILED", None
+    try:
+        metrics = _run_stages(cfg, plan, master, session, pipeline_run, source)
+        status = "FINISHED"
+        return metrics
+    except GateFailed as err:
+        failure = str(err)
+        raise
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        if pipeline_run is not None:
+            pipeline_run.finish(status, gate_failure=failure)
+
+
+def _origin(cfg: DictConfig) -> str:
+    return "from config" if cfg.seed is not None else "drawn from os.urandom"
+
+
+def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None) -> Any:
+    if not plan.is_pipeline or not cfg.tracking.uri:
+        return None
+    from meeple.tracking.mlflow import PipelineRun
+
+    run_dir = session.run.path if session else None
+    uri = cfg.tracking.uri
+    pipeline_run = PipelineRun(cfg, master_seed=master, run_dir=run_dir, stages=[s.name for s in plan.stages],
+                               continue_run_id=session.mlflow_run(None, uri) if session.resumed else None)
+    session.record_mlflow_run(None, pipeline_run.run_id, uri)
+    log.info("MLflow pipeline run %s in %s (experiment %r)", pipeline_run.run_id, uri, cfg.tracking.experiment)
+    return pipeline_run
+
+
+def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
+                source: RunDirectory | None) -> dict:
+    step, metrics = 0, {}
+    if session is not None and session.resumed and all(session.done(s.index) for s in plan.stages[: plan.stop + 1]):
+        log.warning("run %s is complete (every stage up to %s finished): nothing to resume",
+                    session.run.path, plan.stages[plan.stop].label)
+    for stage in plan.stages[: plan.stop + 1]:
+        record = session.done(stage.index) if session else None
+        if record is None and stage.index < plan.start:
+            record = _import_stage(plan, stage, session, source)
+        if record is not None:
+            log.info("%s finished earlier (%s): not run again", stage.label, record.get("finished", "?"))
+            step, metrics = int(record["step_end"]), dict(record["metrics"])
+            continue
+        stage_cfg = _pin_seed(stage.cfg, master)
+        if stage.index == 0:
+            start = first_start(stage.typed["transition"], stage.label)
+        else:
+            previous = plan.stages[stage.index - 1]
+            start = open_start(session.run, stage.typed["transition"], previous=previous.index,
+                               previous_name=previous.name, previous_label=previous.label, label=stage.label,
+                               experiment=str(cfg.experiment_name))
+        if plan.is_pipeline:
+            log.info("%s of %d: %s", stage.label, len(plan.stages), stage.kind.name)
+        context = StageContext(master, session, start, step, pipeline_run.run_id if pipeline_run else None,
+                               len(plan.stages))
+        if stage.kind.is_lightning:
+            metrics, steps = _run_lightning(stage, stage_cfg, context, last=stage.index == len(plan.stages) - 1)
+        else:
+            metrics, steps = stage.kind.runner()(stage, stage_cfg, context)
+        step += steps
+        if session is not None:
+            session.mark_done(stage.index, dict(name=stage.name, kind=stage.kind.name, metrics=metrics,
+                                                steps=steps, step_end=step, finished=_now()))
+        if pipeline_run is not None:
+            pipeline_run.log_stage_end(stage.index, stage.name, metrics, step)
+    return metrics
+
+
+def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last: bool) -> tuple[dict, int]:
+    from meeple.pipeline.lightning_stage import build_stage, fit_stage
+    from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
+
+    session = context.session
+    build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index))
+    context.start.apply(build.module)
+    # A pipeline's stage copies its best checkpoint to gates/<stage>.pt for the next one.
+    gate = cfg.checkpoint.get("gate") or (stage.name if context.count > 1 and not last else None)
+    checkpoints = session.checkpoints(stage.index, cfg, gate=gate) if session else None
+
+    pipeline = context.count > 1
+    index = stage.index if pipeline else None
+    uri = cfg.tracking.uri
+    continue_id = session.mlflow_run(index, uri) if session and session.resumed else None
+    logger = make_mlflow_logger(
+        cfg, master_seed=context.master_seed, run_dir=session.run.path if session else None,
+        continue_run_id=continue_id, stage=(stage.index, stage.name) if pipeline else None,
+        parent_run_id=context.parent_run_id, step_offset=context.step_offset,
+    )
+    if logger is not None:
+        log_run_config(logger, cfg, master_seed=context.master_seed, log_artifact=cfg.tracking.log_config_artifact,
+                       resumed=continue_id is not None)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, uri, cfg.tracking.experiment)
+        if session is not None:
+            session.record_mlflow_run(index, logger.run_id, uri)
+    label = f"{stage.index + 1}/{context.count} {stage.name}" if pipeline else None
+    return fit_stage(build, cfg, logger=logger, checkpoints=checkpoints, label=label)
+
+
+def _pin_seed(cfg: DictConfig, master: int) -> DictConfig:
+    """The stage's config with ``seed`` set to the run's master seed (what checkpoints record)."""
+    with open_dict(cfg):
+        cfg.seed = master
+    return cfg
+
+
+def _import_stage(plan: Plan, stage: Stage, session: RunSession, source: RunDirectory) -> dict:
+    """``pipeline.start`` skips ``stage``: its gate (the one just before the start) and record
+    come from ``source``, a finished run of the same experiment."""
+    record = dict(name=stage.name, kind=stage.kind.name, metrics={}, steps=0, step_end=0, finished=_now(),
+                  imported_from=str(source.path))
+    if stage.index == plan.start - 1:
+        copy_verified(gate_path(source, stage.name), gate_path(session.run, stage.name))
+        done = read_done(source, stage.index) or {}
+        record.update(metrics=done.get("metrics", {}), step_end=int(done.get("step_end", 0)))
+        log.info("%s: gate taken from %s", stage.label, source.path)
+    session.mark_done(stage.index, record)
+    return record
+
+
+def _source_run(cfg: DictConfig, plan: Plan, session: RunSession | None) -> RunDirectory:
+    """The run whose gate the first stage of ``pipeline.start`` starts from."""
+    if session is None:
+        raise ConfigError("pipeline.start needs checkpoints; accepted: checkpoint=default")
+    stage = plan.stages[plan.start - 1]
+    gate = f"gates/{stage.name}.pt"
+    named = cfg.pipeline.get("source")
+    if named is not None:
+        source = RunDirectory.open(named)
+        if not gate_path(source, stage.name).is_file():
+            raise ConfigError(f"pipeline.source={named} has no {gate}; accepted: a run of experiment "
+                              f"{cfg.experiment_name!r} whose stage {stage.name!r} finished")
+        return source
+    source = find_latest_run(session.root, experiment=str(cfg.experiment_name), task=str(cfg.task_name), having=gate)
+    if source is None:
+        raise ConfigError(
+            f"pipeline.start={plan.stages[plan.start].name}: no run of experiment {cfg.experiment_name!r} under "
+            f"{session.root} has {gate}, which {stage.label} writes; run it first (python train.py "
+            f"+experiment={cfg.experiment_name} pipeline.only={stage.name}) or name a run with pipeline.source=<run dir>"
+        )
+    return source
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()

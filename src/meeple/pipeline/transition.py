@@ -1,0 +1,134 @@
+"""How a stage starts from the stage before it: the gate file, the gate check, carried weights.
+
+The previous stage's best checkpoint is copied to ``gates/<stage name>.pt`` when it ends. The
+next stage loads that file (verified, never a fallback), checks the transition's gate against
+the metrics recorded in it, and loads the named parts of its weights (``carry: [actor,
+critic]``) into the new module before training (and before a resume checkpoint, which then
+overwrites them with the same values). A new optimiser is always built; the learning rate may
+warm up from a fraction of its peak.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from meeple.checkpoint.callback import gate_path, load_gate
+from meeple.checkpoint.io import CheckpointError, write_text_atomic
+from meeple.checkpoint.run_dir import RunDirectory
+from meeple.config.schema import Gate, Transition
+from meeple.errors import ConfigError, MeepleError
+
+log = logging.getLogger(__name__)
+
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+GATE_RECORD = "gate.json"
+
+
+class GateFailed(MeepleError):
+    """A stage's result did not pass the gate of the transition into the next stage."""
+
+
+@dataclass
+class StageStart:
+    """What a stage takes from the stage before it (None for a first stage)."""
+
+    transition: Transition
+    gate_file: Path | None = None
+    checkpoint: dict[str, Any] | None = None
+
+    def apply(self, module: torch.nn.Module) -> None:
+        """Carry the named weights into ``module``; set up its warm-up and reference policy."""
+        if self.checkpoint is not None and self.transition.carry:
+            carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file)
+        warmup = self.transition.warmup
+        if warmup.epochs > 0:
+            if not hasattr(module, "set_warmup"):
+                raise ConfigError(f"transition.warmup.epochs={warmup.epochs}: {type(module).__name__} has no "
+                                  "learning-rate warm-up; accepted: 0")
+            module.set_warmup(warmup.epochs, warmup.start_fraction)
+        if hasattr(module, "wants_reference") and module.wants_reference():
+            if self.checkpoint is None or "actor" not in self.transition.carry:
+                raise ConfigError("phase.reference_kl.coef > 0 needs a stage before this one whose actor the "
+                                  "transition carries (transition.carry: [actor, ...]); accepted: coef 0 here")
+            module.set_reference_from_actor()
+
+
+def first_start(transition: Transition, label: str) -> StageStart:
+    if transition.carry or transition.gate is not None:
+        raise ConfigError(f"{label} is the first stage: its transition ({transition.name}) has no previous stage to "
+                          "carry weights from or gate on; accepted: transition=none")
+    return StageStart(transition)
+
+
+def open_start(run_dir: RunDirectory, transition: Transition, *, previous: int, previous_name: str,
+               previous_label: str, label: str, experiment: str) -> StageStart:
+    """Load the previous stage's gate file and check the transition's gate (GateFailed); the
+    verdict goes to ``phase{previous}/gate.json``."""
+    path = gate_path(run_dir, previous_name)
+    if not path.is_file():
+        raise ConfigError(
+            f"{label} starts from {previous_label}'s gate {path}, which does not exist; run that stage first "
+            f"(python train.py +experiment={experiment} pipeline.only={previous_name}), or name a run that has it "
+            f"with pipeline.source=<run dir>"
+        )
+    try:
+        checkpoint = load_gate(path)
+    except CheckpointError as err:
+        raise ConfigError(f"{label}: the gate {path} is unusable ({err}); no fallback: rerun {previous_label}") from None
+    if transition.gate is not None:
+        check_gate(transition.gate, checkpoint.get("metrics", {}), path, run_dir.phase_dir(previous) / GATE_RECORD,
+                   previous_label=previous_label, label=label)
+    log.info("%s starts from %s (carrying %s)", label, path, ", ".join(transition.carry) or "nothing")
+    return StageStart(transition, path, checkpoint)
+
+
+def check_gate(gate: Gate, metrics: dict[str, float], path: Path, record_path: Path, *, previous_label: str,
+               label: str) -> None:
+    """Raise GateFailed (one line: stage, metric, value, threshold) unless the gate holds; the
+    verdict is written to ``record_path`` either way."""
+    if gate.metric not in metrics:
+        raise GateFailed(
+            f"gate before {label}: {previous_label} recorded no {gate.metric!r} in {path.name}; recorded: "
+            f"{', '.join(sorted(metrics)) or 'nothing'}"
+        )
+    value = float(metrics[gate.metric])
+    passed = _OPS[gate.op](value, gate.threshold)
+    record = dict(metric=gate.metric, value=value, op=gate.op, threshold=gate.threshold, passed=passed,
+                  gate_file=str(path), next_stage=label)
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(record_path, json.dumps(record, indent=2) + "\n")
+    if not passed:
+        raise GateFailed(
+            f"gate failed: {previous_label} {gate.metric} = {value:.6g}, needs {gate.op} {gate.threshold:g}; "
+            f"{label} did not start"
+        )
+    log.info("gate passed: %s %s = %.6g %s %g", previous_label, gate.metric, value, gate.op, gate.threshold)
+
+
+def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path) -> None:
+    """Load every ``<part>.*`` weight of ``state`` into ``module``: the parts must match exactly
+    (same keys and shapes); everything else in ``module`` keeps its initialisation."""
+    own = module.state_dict()
+    for part in parts:
+        prefix = part + "."
+        theirs = {k: v for k, v in state.items() if k.startswith(prefix)}
+        mine = {k for k in own if k.startswith(prefix)}
+        if not mine:
+            raise ConfigError(f"transition.carry: {type(module).__name__} has no part {part!r}; accepted: "
+                              f"{', '.join(sorted({k.split('.')[0] for k in own}))}")
+        if set(theirs) != mine:
+            missing, extra = sorted(mine - set(theirs)), sorted(set(theirs) - mine)
+            raise ConfigError(f"transition.carry: part {part!r} of {source} does not match this stage's model "
+                              f"(missing {missing[:3]}, unexpected {extra[:3]}); the stages need the same model")
+        for key, value in theirs.items():
+            if own[key].shape != value.shape:
+                raise ConfigError(f"transition.carry: {key} has shape {tuple(value.shape)} in {source} but "
+                                  f"{tuple(own[key].shape)} here; the stages need the same model")
+        module.load_state_dict(theirs, strict=False)
