@@ -5,10 +5,10 @@ import torch
 from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
+from meeple.config.compose import conf_dir
 from meeple.pipeline.lightning_stage import build_stage
 from meeple.pipeline.plan import plan_run
 from meeple.seeding import PhaseSeeds
-from meeple.config.compose import conf_dir
 
 EXPERIMENTS = [None] + sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
