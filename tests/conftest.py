@@ -26,6 +26,12 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture
+def importable_tests(monkeypatch):
+    """Configs may name test helpers by ``_target_: tests.checkpoint.helpers...`` from any cwd."""
+    monkeypatch.syspath_prepend(str(REPO))
+
+
 @pytest.fixture(autouse=True)
 def _single_thread():
     # Tests compare numbers across runs; one intra-op thread keeps CPU math repeatable.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CORRUPTED, REPO
+from tests.conftest import CORRUPTED
 
 
 @pytest.fixture
@@ -24,8 +24,3 @@ def flip_byte(request):
 
     return flip
 
-
-@pytest.fixture
-def importable_tests(monkeypatch):
-    """Configs may name test helpers by ``_target_: tests.checkpoint.helpers...`` from any cwd."""
-    monkeypatch.syspath_prepend(str(REPO))

@@ -57,6 +57,7 @@ def plan_run(cfg: DictConfig) -> Plan:
     pipeline = cfg.get("pipeline")
     if pipeline is None:
         stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {})]
+        _check_starts(stages)
         return Plan(stages, 0, 0)
     order = _order(pipeline)
     stages = [_stage(cfg, i, name, pipeline.stages[name]) for i, name in enumerate(order)]
@@ -64,10 +65,24 @@ def plan_run(cfg: DictConfig) -> Plan:
     stop = _position(order, pipeline.get("stop"), "pipeline.stop", default=len(order) - 1)
     if only := pipeline.get("only"):
         start = stop = _position(order, only, "pipeline.only", default=0)
+    _check_starts(stages)
     if start > stop:
         raise ConfigError(f"pipeline.start={order[start]!r} comes after pipeline.stop={order[stop]!r}; "
                           f"accepted: a start at or before the stop in {order}")
     return Plan(stages, start, stop)
+
+
+def _check_starts(stages: list[Stage]) -> None:
+    """What each stage takes from the one before it must exist (checked before any work)."""
+    for stage in stages:
+        transition = stage.typed["transition"]
+        if stage.index == 0 and (transition.carry or transition.gate is not None):
+            raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}) has no previous "
+                              "stage to carry weights from or gate on; accepted: transition=none")
+        kl = getattr(stage.typed["phase"], "reference_kl", None)
+        if kl is not None and kl.coef > 0 and "actor" not in transition.carry:
+            raise ConfigError(f"{stage.label}: phase.reference_kl.coef > 0 needs a stage before it whose actor the "
+                              "transition carries (transition.carry: [actor, ...]); accepted: coef 0 here")
 
 
 def _order(pipeline: DictConfig) -> list[str]:

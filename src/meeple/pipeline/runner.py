@@ -22,7 +22,7 @@ from meeple.checkpoint.session import RunSession, read_done, start_session
 from meeple.config.schema import check_accelerator
 from meeple.errors import ConfigError
 from meeple.pipeline.plan import Plan, Stage, plan_run
-from meeple.pipeline.transition import GateFailed, StageStart, first_start, open_start
+from meeple.pipeline.transition import GateFailed, StageStart, open_start
 from meeple.seeding import PhaseSeeds, resolve_master_seed
 
 log = logging.getLogger("meeple")
@@ -106,7 +106,7 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
             continue
         stage_cfg = _pin_seed(stage.cfg, master)
         if stage.index == 0:
-            start = first_start(stage.typed["transition"], stage.label)
+            start = StageStart(stage.typed["transition"])
         else:
             previous = plan.stages[stage.index - 1]
             start = open_start(session.run, stage.typed["transition"], previous=previous.index,

@@ -53,18 +53,8 @@ class StageStart:
                 raise ConfigError(f"transition.warmup.epochs={warmup.epochs}: {type(module).__name__} has no "
                                   "learning-rate warm-up; accepted: 0")
             module.set_warmup(warmup.epochs, warmup.start_fraction)
-        if hasattr(module, "wants_reference") and module.wants_reference():
-            if self.checkpoint is None or "actor" not in self.transition.carry:
-                raise ConfigError("phase.reference_kl.coef > 0 needs a stage before this one whose actor the "
-                                  "transition carries (transition.carry: [actor, ...]); accepted: coef 0 here")
-            module.set_reference_from_actor()
-
-
-def first_start(transition: Transition, label: str) -> StageStart:
-    if transition.carry or transition.gate is not None:
-        raise ConfigError(f"{label} is the first stage: its transition ({transition.name}) has no previous stage to "
-                          "carry weights from or gate on; accepted: transition=none")
-    return StageStart(transition)
+        if self.checkpoint is not None and hasattr(module, "wants_reference") and module.wants_reference():
+            module.set_reference_from_actor()  # plan_run checked that the actor was carried
 
 
 def open_start(run_dir: RunDirectory, transition: Transition, *, previous: int, previous_name: str,
