@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from meeple.errors import ConfigError
+from meeple.phases.bc.schema import BCPhase, check_bc  # temporary: until the phase registry
 
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 ACCELERATORS = ("cpu", "cuda", "mps", "auto")
@@ -191,6 +192,7 @@ class DQNPhase:
 
 PHASE_SCHEMAS: dict[str, type] = {
     "ppo": PPOPhase, "packed_ppo": PackedPPOPhase, "alphazero": AlphaZeroPhase, "dqn": DQNPhase,
+    "bc": BCPhase,
 }
 
 
@@ -231,7 +233,8 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"phase.name={phase_name!r}; accepted: {', '.join(PHASE_SCHEMAS)}")
     phase = _checked(cfg, "phase", PHASE_SCHEMAS[phase_name])
     transition: Transition = _checked(cfg, "transition", Transition)
-    checks = {"ppo": _check_ppo, "packed_ppo": _check_ppo, "alphazero": _check_alphazero, "dqn": _check_dqn}
+    checks = {"ppo": _check_ppo, "packed_ppo": _check_ppo, "alphazero": _check_alphazero, "dqn": _check_dqn,
+              "bc": check_bc}
     checks[phase_name](cfg, phase)
     return {"hardware": hw, "phase": phase, "transition": transition}
 

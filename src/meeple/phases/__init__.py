@@ -32,7 +32,8 @@ PhaseBuilder = Callable[[DictConfig, Any, PhaseSeeds], PhaseParts]
 def phase_builders() -> dict[str, PhaseBuilder]:
     # Imported here so that building one phase does not import the others' dependencies.
     from meeple.phases.alphazero import build_alphazero
+    from meeple.phases.bc.build import build_bc  # temporary: until the phase registry
     from meeple.phases.packed_ppo import build_packed_ppo
     from meeple.phases.ppo import build_ppo
 
-    return {"ppo": build_ppo, "packed_ppo": build_packed_ppo, "alphazero": build_alphazero}
+    return {"ppo": build_ppo, "packed_ppo": build_packed_ppo, "alphazero": build_alphazero, "bc": build_bc}
