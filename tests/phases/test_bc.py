@@ -521,3 +521,43 @@ def test_dataset_recorded_by_another_policy_is_not_reused(compose, in_tmp, exper
                 ]
             )
         )
+
+
+def test_record_from_a_trained_checkpoint(compose, in_tmp, expert_data):
+    """A BC checkpoint holds actor.* weights like PPO's: load_actor rebuilds it for recording."""
+    from meeple.phases.bc.record import checkpoint_policy
+
+    train(
+        compose(
+            [
+                *with_data(expert_data),
+                "phase.max_epochs=1",
+                "phase.eval.episodes=2",
+                "phase.eval.max_steps=10",
+            ]
+        )
+    )
+    run = find_latest_run(Path("outputs/runs"), experiment="default", task="train")
+    policy, recorded_by = checkpoint_policy(str(run.path), CARTPOLE)
+    assert recorded_by.startswith("checkpoint:") and recorded_by.endswith(
+        f"@step{load_verified(run.checkpoint_dir(0) / LATEST)['global_step']}"
+    )
+    rec = record(
+        CARTPOLE,
+        policy,
+        recorded_by=recorded_by,
+        episodes=2,
+        seed=0,
+        num_envs=2,
+        max_steps=50,
+        progress=False,
+    )
+    assert rec.meta.episodes == 2 and rec.records.batch_size[0] == len(rec.records["action"]) > 0
+    # The recorded actions are the actor's greedy ones.
+    logits = policy.get_dist_params(rec.records.select("observation").clone())["logits"]
+    assert torch.equal(logits.argmax(-1), rec.records["action"])
+    with pytest.raises(
+        ConfigError,
+        match="was trained on env .*CartPole-v1.*accepted: a checkpoint of the same env",
+    ):
+        checkpoint_policy(str(run.path), {"backend": "gym", "id": "Acrobot-v1"})

@@ -11,6 +11,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import DictConfig, OmegaConf
 
+from meeple.checkpoint.actor import checkpoint_file
 from meeple.envs.factory import batch_unit, make_env
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import observation_shape
@@ -40,52 +41,50 @@ def build_bc_module(phase_cfg: DictConfig, phase: BCPhase, actor, critic) -> BCM
 
 
 def ensure_demonstrations(
-    data_cfg: DictConfig,
+    path: str | Path,
     record: BCRecord | None,
     env_cfg: dict,
-    transport_cfg: dict,
-    seeds: PhaseSeeds,
+    *,
+    seed: int,
+    transport: dict | None = None,
 ) -> Demonstrations:
-    """The dataset at ``data.path``; recorded there first when it does not exist and
-    ``data.record`` says how. An existing dataset recorded by another policy is an error."""
-    path = Path(str(data_cfg.path))
-    if record is not None:
-        node = OmegaConf.to_container(data_cfg.record, resolve=True)
+    """The dataset at ``path``; recorded there first (envs seeded with ``record.seed``, else
+    ``seed``) when it does not exist and ``record`` says how. An existing dataset that another
+    policy recorded, or with another number of episodes, is an error rather than reused."""
+    path = Path(path)
+    if record is None:
+        return load_demonstrations(path)
+    if record.policy is not None:
+        expected = f"scripted:{record.policy['_target_']}"
+    else:
+        expected = f"checkpoint:{checkpoint_file(record.checkpoint).resolve()}@"
+    if not path.exists():
         if record.policy is not None:
-            policy_desc = f"scripted:{node['policy']['_target_']}"
+            policy, recorded_by = scripted_policy(record.policy)
         else:
-            policy_desc = "checkpoint:"
-        if not path.exists():
-            if record.policy is not None:
-                policy, recorded_by = scripted_policy(node["policy"])
-            else:
-                policy, recorded_by = checkpoint_policy(record.checkpoint, env_cfg, transport_cfg)
-            seed = record.seed if record.seed is not None else seeds.seed(Component.ENV)
-            record_to(
-                path,
-                env_cfg,
-                policy,
-                recorded_by=recorded_by,
-                episodes=record.episodes,
-                seed=seed,
-                num_envs=record.num_envs,
-                max_steps=record.max_steps,
-                gamma=record.gamma,
-                deterministic=record.deterministic,
-                transport=transport_cfg,
-            )
-        demos = load_demonstrations(path)
-        if (
-            not demos.meta.recorded_by.startswith(policy_desc)
-            or demos.meta.episodes != record.episodes
-        ):
-            raise DatasetError(
-                f"{path} holds {demos.meta.episodes} episodes recorded by {demos.meta.recorded_by}, but "
-                f"phase.data.record asks for {record.episodes} by {policy_desc}...; accepted: delete the "
-                "folder to record it again, or point phase.data.path elsewhere"
-            )
-        return demos
-    return load_demonstrations(path)
+            policy, recorded_by = checkpoint_policy(record.checkpoint, env_cfg, transport)
+        record_to(
+            path,
+            env_cfg,
+            policy,
+            recorded_by=recorded_by,
+            episodes=record.episodes,
+            seed=record.seed if record.seed is not None else seed,
+            num_envs=record.num_envs,
+            max_steps=record.max_steps,
+            gamma=record.gamma,
+            deterministic=record.deterministic,
+            transport=transport,
+        )
+    demos = load_demonstrations(path)
+    meta = demos.meta
+    if not meta.recorded_by.startswith(expected) or meta.episodes != record.episodes:
+        raise DatasetError(
+            f"{path} holds {meta.episodes} episodes recorded by {meta.recorded_by}, but "
+            f"phase.data.record asks for {record.episodes} by {expected.rstrip('@')}; accepted: "
+            "delete the folder to record it again, or point phase.data.path elsewhere"
+        )
+    return demos
 
 
 def check_fits_env(demos: Demonstrations, observation_spec, action_spec, env_cfg: dict) -> None:
@@ -120,7 +119,13 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
     observation_spec, action_spec = probe.observation_spec, probe.action_spec
     probe.close()
 
-    demos = ensure_demonstrations(phase_cfg.data, phase.data.record, env_cfg, transport_cfg, seeds)
+    demos = ensure_demonstrations(
+        phase.data.path,
+        phase.data.record,
+        env_cfg,
+        seed=seeds.seed(Component.ENV),
+        transport=transport_cfg,
+    )
     check_fits_env(demos, observation_spec, action_spec, env_cfg)
     seed_process(seeds.seed(Component.MODEL_INIT))
     actor, critic = instantiate(cfg.model)(observation_spec, action_spec)

@@ -27,7 +27,7 @@ class BCRecord:
     max_steps: int = 1000  # an episode longer than this is cut (kept, marked truncated)
     gamma: float = 0.99  # discount of the stored return-to-go
     deterministic: bool = True  # greedy actions of stochastic policies (checkpoints)
-    seed: int | None = None  # null: the phase's ENV seed
+    seed: int | None = 0  # envs of the recording; null: the phase's ENV seed
 
 
 @dataclass
