@@ -368,6 +368,19 @@ def test_value_coef_zero_trains_the_policy_only(compose, in_tmp, expert_data):
     assert metrics["loss/bc"] == metrics["loss/policy_ce"]
 
 
+def test_without_validation_split_trains_on_every_episode(compose, in_tmp, expert_data):
+    quick = [
+        "phase.max_epochs=1",
+        "phase.eval.episodes=2",
+        "phase.eval.max_steps=10",
+        "checkpoint=none",
+    ]
+    no_val = ["phase.data.val_fraction=0", "phase.early_stop.patience=null"]
+    metrics = train(compose([*with_data(expert_data), *quick, *no_val]))
+    assert not [key for key in metrics if key.startswith("val/")]
+    assert metrics["train/samples"] == load_demonstrations(expert_data).meta.records
+
+
 def test_early_stopping_on_validation_cross_entropy(compose, in_tmp, expert_data):
     # The cross-entropy (< ln 2 after epoch 1) cannot fall by min_delta=1 again: patience 2 stops at epoch 3.
     metrics = train(

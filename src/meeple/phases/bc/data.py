@@ -14,6 +14,7 @@ For :class:`meeple.callbacks.evaluation.GreedyEvaluation` the datamodule offers 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,9 @@ from torchrl.envs import EnvBase
 
 from meeple.phases.bc.dataset import Demonstrations
 from meeple.seeding import Component, PhaseSeeds, SeedStream
+
+# val_fraction=0: no validation loader, on purpose.
+warnings.filterwarnings("ignore", message="Total length of `list` across ranks is zero")
 
 
 def _identity(x: Any) -> Any:
