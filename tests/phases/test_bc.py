@@ -403,6 +403,43 @@ def test_early_stopping_on_validation_cross_entropy(compose, in_tmp, expert_data
     assert metrics["train/samples"] == 3 * n_train
 
 
+def first_legal_column(td):
+    """A Connect Four demonstrator: the lowest legal column (its choice depends on the mask)."""
+    return td["action_mask"].float().argmax(-1)
+
+
+def test_masked_env_end_to_end(compose, in_tmp):
+    """Connect Four records action masks; the clone learns the mask-dependent choice."""
+    connect4 = {"backend": "connect4"}
+    rec = record(
+        connect4,
+        first_legal_column,
+        recorded_by="scripted:first_legal_column",
+        episodes=12,
+        seed=0,
+        num_envs=4,
+        progress=False,
+    )
+    mask = rec.records["action_mask"]
+    assert mask.dtype == torch.bool and not bool(mask[:, 0].all())  # column 0 fills up
+    write_demonstrations(in_tmp / "c4", rec.records, rec.meta)
+    metrics = train(
+        compose(
+            [
+                *with_data(in_tmp / "c4"),
+                "env=connect4",
+                "phase.max_epochs=15",
+                "phase.batch_size=32",
+                "phase.data.val_fraction=0.25",
+                "phase.eval.episodes=2",
+                "phase.eval.max_steps=10",
+                "checkpoint=none",
+            ]
+        )
+    )
+    assert metrics["val/accuracy"] >= 0.9, metrics
+
+
 # -- resume ------------------------------------------------------------------------------------
 def test_interrupted_then_resumed_equals_uninterrupted(
     compose, in_tmp, expert_data, importable_tests

@@ -15,6 +15,7 @@ from meeple.checkpoint.actor import checkpoint_file
 from meeple.envs.factory import batch_unit, make_env
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import observation_shape
+from meeple.nets.compile import compile_networks
 from meeple.phases import PhaseParts
 from meeple.phases.bc.data import DemonstrationDataModule
 from meeple.phases.bc.dataset import DatasetError, Demonstrations, load_demonstrations
@@ -129,6 +130,8 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
     check_fits_env(demos, observation_spec, action_spec, env_cfg)
     seed_process(seeds.seed(Component.MODEL_INIT))
     actor, critic = instantiate(cfg.model)(observation_spec, action_spec)
+    if typed["hardware"].compile:
+        compile_networks(actor, critic)
     module = build_bc_module(phase_cfg, phase, actor, critic)
     datamodule = DemonstrationDataModule(
         demos,

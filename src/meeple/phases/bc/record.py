@@ -90,13 +90,13 @@ def play_episodes(
             while len(finished) < episodes:
                 td["action"] = act(policy, td).reshape(env.batch_size).to(env.action_spec.dtype)
                 step = {
-                    "observation": td["observation"].reshape(
-                        n, *td["observation"].shape[env.batch_dims :]
-                    ),
-                    "action": td["action"].reshape(n),
+                    "observation": td["observation"]
+                    .reshape(n, *td["observation"].shape[env.batch_dims :])
+                    .clone(),
+                    "action": td["action"].reshape(n).clone(),
                 }
                 if has_mask:
-                    step["action_mask"] = td["action_mask"].reshape(n, -1)
+                    step["action_mask"] = td["action_mask"].reshape(n, -1).clone()
                 td, td_next = env.step_and_maybe_reset(td)
                 step["reward"] = td["next", "reward"].reshape(n).float()
                 done = td["next", "done"].reshape(n)
