@@ -10,6 +10,7 @@ from meeple.tracking.keys import EVAL_RETURN, TRAIN_RETURN
 SHOWN = {
     TRAIN_RETURN: "return",
     EVAL_RETURN: "eval_return",
+    "val/accuracy": "val_acc",  # behavioral cloning (meeple.phases.bc)
 }
 
 

@@ -1,8 +1,8 @@
-"""Phase builders: from the composed config to a LightningModule, its data and its own callbacks.
+"""Learning phases: one module or package per phase kind, registered in :mod:`meeple.phases.registry`.
 
-``build_run`` (cli/train.py) does what every phase shares (validation, seeds, hardware,
-the callbacks bag, the Trainer arguments) and asks the builder registered under
-``phase.name`` for the rest.
+A Lightning phase's builder turns a stage's config into :class:`PhaseParts`;
+``meeple.pipeline.lightning_stage.build_stage`` does what every phase shares (hardware, the
+callbacks, the Trainer arguments).
 """
 
 from __future__ import annotations
@@ -24,15 +24,3 @@ class PhaseParts:
     max_epochs: int  # rollouts (PPO) or iterations (AlphaZero)
     # Callbacks the phase cannot run without, placed before the configurable bag.
     callbacks: dict[str, L.Callback] = field(default_factory=dict)
-
-
-PhaseBuilder = Callable[[DictConfig, Any, PhaseSeeds], PhaseParts]
-
-
-def phase_builders() -> dict[str, PhaseBuilder]:
-    # Imported here so that building one phase does not import the others' dependencies.
-    from meeple.phases.alphazero import build_alphazero
-    from meeple.phases.packed_ppo import build_packed_ppo
-    from meeple.phases.ppo import build_ppo
-
-    return {"ppo": build_ppo, "packed_ppo": build_packed_ppo, "alphazero": build_alphazero}

@@ -54,11 +54,13 @@ def _resolve(path: str) -> Callable[..., Any]:
 
 def _kinds() -> dict[str, PhaseKind]:
     from meeple.config import schema as s
+    from meeple.phases.bc.schema import BCPhase, check_bc
 
     kinds = [
         PhaseKind("ppo", s.PPOPhase, s.check_ppo, build="meeple.phases.ppo:build_ppo"),
         PhaseKind("packed_ppo", s.PackedPPOPhase, s.check_ppo, build="meeple.phases.packed_ppo:build_packed_ppo"),
         PhaseKind("alphazero", s.AlphaZeroPhase, s.check_alphazero, build="meeple.phases.alphazero:build_alphazero"),
+        PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc"),
         PhaseKind("dqn", s.DQNPhase, s.check_dqn, run="meeple.multiagent.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}

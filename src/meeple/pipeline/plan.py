@@ -127,16 +127,20 @@ def stage_config(cfg: DictConfig, name: str, node: DictConfig | dict) -> DictCon
                     raise ConfigError(f"pipeline.stages.{name}.{key} is missing; accepted: a {key} config "
                                       f"(e.g. `- /{key}@pipeline.stages.{name}.{key}: <option>` in the recipe)")
             for key, value in node.items():
+                if key == "debug":
+                    continue  # the stage's own debug sizes, below
                 if key in STAGE_KEYS or not isinstance(value, DictConfig) or stage.get(key) is None:
                     stage[key] = value
                 else:  # model, env, checkpoint, ...: this stage's values over the root's
                     stage[key] = OmegaConf.merge(stage[key], value)
             stage.pipeline = None
-        _apply_debug_sizes(stage, name)
+        _apply_debug_sizes(stage, name, node.get("debug") if node else None)
     return stage
 
 
-def _apply_debug_sizes(stage: DictConfig, name: str) -> None:
+def _apply_debug_sizes(stage: DictConfig, name: str, stage_sizes: DictConfig | None) -> None:
+    """Under ``debug=<mode>``: the phase's ``debug.<mode>`` patch, then the stage's (a pipeline
+    may e.g. lower a gate), then the command line's values again."""
     phase = stage.get("phase")
     if phase is None:
         return
@@ -146,13 +150,15 @@ def _apply_debug_sizes(stage: DictConfig, name: str) -> None:
         phase.pop("debug", None)  # not a hyperparameter: neither logged nor checkpointed
     if not mode:
         return
-    patch = (sizes or {}).get(mode)
-    if patch is None:
+    patches = [(f"phase.debug.{mode}", (sizes or {}).get(mode)),
+               (f"pipeline.stages.{name}.debug.{mode}", (stage_sizes or {}).get(mode))]
+    if all(patch is None for _, patch in patches):
         return
-    for key, value in patch.items():
-        if stage.get(key) is None:
-            raise ConfigError(f"phase.debug.{mode}.{key}: the run has no {key!r} to resize")
-        stage[key] = OmegaConf.merge(stage[key], value)
+    for where, patch in patches:
+        for key, value in (patch or {}).items():
+            if stage.get(key) is None:
+                raise ConfigError(f"{where}.{key}: the run has no {key!r} to resize")
+            stage[key] = OmegaConf.merge(stage[key], value)
     for key, value in command_line_values():  # the user's values win over debug sizes
         key = _stage_key(key, name)
         if key is not None and _has_parent(stage, key):

@@ -1,0 +1,147 @@
+"""Demonstrations -> Lightning: shuffled training minibatches, validation batches, and the env
+that greedy evaluation plays.
+
+One Lightning epoch is one pass over the training episodes' records in an order drawn from
+``generator`` (seeded from the phase's DATA component). Minibatches are TensorDicts indexed out
+of the memory-mapped records; the last one of an epoch may be smaller. The generator's state,
+the samples seen and the seed streams' positions go into every checkpoint, so a resumed run
+draws the same orders as an uninterrupted one.
+
+For :class:`meeple.callbacks.evaluation.GreedyEvaluation` the datamodule offers what
+``RolloutDataModule`` does: ``env_fn(num_envs=, seed=)``, ``seed_stream(component)``,
+``batch_unit`` and ``frames`` (here: training samples seen).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import lightning as L
+import torch
+from tensordict import TensorDictBase
+from torch.utils.data import DataLoader, IterableDataset
+from torchrl.envs import EnvBase
+
+from meeple.phases.bc.dataset import Demonstrations
+from meeple.seeding import Component, PhaseSeeds, SeedStream
+
+# val_fraction=0: no validation loader, on purpose.
+warnings.filterwarnings("ignore", message="Total length of `list` across ranks is zero")
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+class DemonstrationDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        demonstrations: Demonstrations,
+        *,
+        seeds: PhaseSeeds,
+        batch_size: int,
+        val_fraction: float,
+        split_seed: int,
+        env_fn: Callable[..., EnvBase] | None = None,
+        batch_unit: int = 1,
+    ) -> None:
+        super().__init__()
+        self.demonstrations = demonstrations
+        self.records = demonstrations.records
+        self.seeds = seeds
+        self.batch_size = batch_size
+        self.train_index, self.val_index = demonstrations.split(val_fraction, split_seed)
+        self.env_fn = env_fn
+        self.batch_unit = batch_unit
+        self.generator = torch.Generator().manual_seed(seeds.seed(Component.DATA))
+        self.frames = 0  # training samples yielded so far (x axis of evaluation curves)
+        self._streams: dict[Component, SeedStream] = {}
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return -(-len(self.train_index) // self.batch_size)
+
+    def batch(self, index: torch.Tensor) -> TensorDictBase:
+        """The records at ``index`` as an in-memory TensorDict."""
+        return self.records[index]
+
+    # -- loaders -------------------------------------------------------------------------------
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(ShuffledBatches(self), batch_size=None, collate_fn=_identity)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if len(self.val_index) == 0:
+            return []
+        return DataLoader(FixedBatches(self, self.val_index), batch_size=None, collate_fn=_identity)
+
+    # -- seed streams (evaluation seeds; positions are checkpointed by RolloutCheckpoint) ------
+    def seed_stream(self, component: Component) -> SeedStream:
+        if component not in self._streams:
+            self._streams[component] = self.seeds.stream(component)
+        return self._streams[component]
+
+    def seed_stream_positions(self) -> dict[str, int]:
+        return {component.name: stream.position for component, stream in self._streams.items()}
+
+    def restore_seed_streams(self, positions: dict[str, int]) -> None:
+        self._streams = {
+            Component[name]: self.seeds.stream(Component[name], position=position)
+            for name, position in positions.items()
+        }
+
+    # -- checkpoint state ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "generator": self.generator.get_state(),
+            "frames": self.frames,
+            "train_records": len(self.train_index),
+            "val_records": len(self.val_index),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        saved = (state["train_records"], state["val_records"])
+        if saved != (len(self.train_index), len(self.val_index)):
+            from meeple.checkpoint.io import CheckpointError
+
+            raise CheckpointError(
+                f"the checkpoint was trained on {saved[0]} training and {saved[1]} validation records; "
+                f"this dataset split has {len(self.train_index)} and {len(self.val_index)}; accepted: the "
+                "same dataset, val_fraction and split_seed"
+            )
+        self.generator.set_state(state["generator"])
+        self.frames = state["frames"]
+
+
+class ShuffledBatches(IterableDataset):
+    """One epoch: the training records in a fresh order from the datamodule's generator."""
+
+    def __init__(self, dm: DemonstrationDataModule) -> None:
+        self.dm = dm
+
+    def __len__(self) -> int:
+        return self.dm.steps_per_epoch
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        dm = self.dm
+        order = dm.train_index[torch.randperm(len(dm.train_index), generator=dm.generator)]
+        for start in range(0, len(order), dm.batch_size):
+            index = order[start : start + dm.batch_size]
+            dm.frames += len(index)
+            yield dm.batch(index)
+
+
+class FixedBatches(IterableDataset):
+    """``index`` in order, ``batch_size`` records at a time (validation)."""
+
+    def __init__(self, dm: DemonstrationDataModule, index: torch.Tensor) -> None:
+        self.dm = dm
+        self.index = index
+
+    def __len__(self) -> int:
+        return -(-len(self.index) // self.dm.batch_size)
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        for start in range(0, len(self.index), self.dm.batch_size):
+            yield self.dm.batch(self.index[start : start + self.dm.batch_size])
