@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from meeple.errors import MeepleError
-from meeple_native import OBS_SHAPE, Connect4, Solver
+from meeple_native import OBS_SHAPE, WIDTH, Connect4, Solver
 
 SETS = ("Test_L3_R1", "Test_L2_R1")  # Pons' files: end game, middle game
 
@@ -84,10 +84,9 @@ def _benchmark_set(name: str, positions: list[Connect4], labels: list[tuple]) ->
     planes = np.empty((len(positions), *OBS_SHAPE), np.float32)
     for i, position in enumerate(positions):
         position.encode(planes[i])
-    legal, optimal, correct, best = (np.array(column) for column in zip(*labels)) if labels else [np.empty(0)] * 4
-    return BenchmarkSet(name, positions, planes, legal.reshape(-1, 7).astype(bool),
-                        optimal.reshape(-1, 7).astype(bool), correct.reshape(-1, 7).astype(bool),
-                        best.astype(int))
+    columns = list(zip(*labels)) or [(), (), (), ()]  # legal, optimal, correct, best
+    legal, optimal, correct = (np.array(c, dtype=bool).reshape(-1, WIDTH) for c in columns[:3])
+    return BenchmarkSet(name, positions, planes, legal, optimal, correct, np.array(columns[3], dtype=int))
 
 
 def generate_benchmark(spec: GeneratedSet, count: int, seed: int, solver: Solver | None = None) -> BenchmarkSet:
