@@ -118,3 +118,7 @@ def test_a_sweep_whose_every_trial_failed_exits_non_zero(tmp_path):
     done = sweep(tmp_path, "hydra.sweeper.n_trials=2", "phase.total_frames=1", returncode=1)
     assert "meeple: error: all 2 trials of this sweep failed; the first: " in done.stderr
     assert "phase.total_frames=1 is less than one rollout" in done.stderr
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("default").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    assert parent.info.status == "FAILED" and parent.data.metrics["trials_fail"] == 2

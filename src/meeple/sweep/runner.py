@@ -125,6 +125,8 @@ class SweepRunner:
         status = "FINISHED"
         try:
             self._loop(study)
+            if self.all_failed():
+                status = "FAILED"
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into sys.exit(1))
             status = "KILLED"
             raise
