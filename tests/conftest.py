@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,16 @@ import pytest
 from meeple.config.compose import compose_config
 
 REPO = Path(__file__).resolve().parents[1]
+# Outside data (Pons' Connect Four sets, ...) beside the project; a user's clone has none.
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def needs_shared(*parts: str) -> pytest.MarkDecorator:
+    """Skip a test that reads ``../shared/data/<parts>`` when it is absent, saying so. CI sets
+    MEEPLE_REQUIRE_SHARED=1 so that a missing folder fails there instead of skipping."""
+    path = SHARED_DATA.joinpath(*parts)
+    absent = not path.exists() and os.environ.get("MEEPLE_REQUIRE_SHARED") != "1"
+    return pytest.mark.skipif(absent, reason=f"outside test data {path} is absent (a clone without ../shared)")
 
 
 @pytest.fixture

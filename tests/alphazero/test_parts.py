@@ -20,11 +20,17 @@ from meeple.selfplay.arena import (
     play_from_positions,
     play_match,
 )
-from meeple.selfplay.connect4_bench import load_benchmark, player_moves, policy_moves
+from meeple.selfplay.connect4_bench import (
+    GENERATED,
+    generate_benchmark,
+    load_benchmark,
+    player_moves,
+    policy_moves,
+)
 from meeple.selfplay.evaluator import TorchEvaluator
-from tests.conftest import REPO
 
-BENCH_DIR = REPO.parent / "shared" / "data" / "connect4"
+END_GAME = GENERATED[0]
+assert END_GAME.name == "generated_end"
 
 
 def _batch(legal, policy, value):
@@ -100,8 +106,9 @@ def test_mirrored_samples_equal_the_mirrored_game():
 def test_solver_beats_random_and_perfect_play_keeps_every_value():
     solver = mn.Solver(tt_log2=20)
     # (From the empty board the solver needs minutes per move: games start from benchmark positions.)
-    bench = load_benchmark(BENCH_DIR / "Test_L3_R1", solver, limit=40)
+    bench = generate_benchmark(END_GAME, 40, seed=0, solver=solver)
     won = [p for p, s in zip(bench.positions, bench.scores) if s > 0][:10]
+    assert len(won) == 10
     result, _ = play_from_positions(SolverPlayer(solver, seed=1), RandomPlayer(seed=2), won, [1] * len(won))
     assert result.wins == len(won), result
     # Solver against solver: each game ends with the position's exact value.
@@ -124,7 +131,7 @@ def test_pure_mcts_beats_random():
 
 def test_benchmark_shares_match_the_solver():
     solver = mn.Solver(tt_log2=20)
-    bench = load_benchmark(BENCH_DIR / "Test_L3_R1", solver, limit=60)
+    bench = generate_benchmark(END_GAME, 60, seed=1, solver=solver)
     assert len(bench) == 60
     perfect = player_moves(SolverPlayer(solver, 0), bench)
     assert bench.shares(perfect) == (1.0, 1.0)

@@ -6,14 +6,15 @@ from __future__ import annotations
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 import meeple_native as mn
+from tests.conftest import SHARED_DATA, needs_shared
 from tests.native.c4_reference import RefConnect4, random_game
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "connect4"
+DATA = SHARED_DATA / "connect4"
+needs_pons = needs_shared("connect4")  # Pons' published positions and scores
 
 
 def load(name: str) -> list[tuple[str, int]]:
@@ -28,6 +29,7 @@ def load(name: str) -> list[tuple[str, int]]:
     return rows
 
 
+@needs_pons
 @pytest.mark.parametrize("name", ["Test_L3_R1", "Test_L2_R1"])
 def test_published_scores(name):
     rows = load(name)
@@ -39,6 +41,7 @@ def test_published_scores(name):
     assert not wrong, f"{len(wrong)} wrong scores (moves, published, ours), first: {wrong[:5]}"
 
 
+@needs_pons
 def test_small_table_and_module_level_solve_agree():
     rows = load("Test_L2_R1")[::10]
     tiny = mn.Solver(tt_log2=18)  # heavy slot reuse still gives exact scores
@@ -68,6 +71,7 @@ def test_brute_force_on_nearly_full_boards():
         checked += 1
 
 
+@needs_pons
 def test_analyze_and_best_moves_are_consistent():
     solver = mn.Solver()
     for moves, want in load("Test_L3_R1")[:40] + load("Test_L2_R1")[:20]:
@@ -80,6 +84,7 @@ def test_analyze_and_best_moves_are_consistent():
         assert best == mn.best_moves(game)
 
 
+@needs_pons
 def test_perfect_play_reaches_the_predicted_result():
     """Both sides follow best_moves from published positions; the game must end as the
     score says: winner = side to move iff score > 0, with 22 - |score| stones."""
@@ -107,6 +112,7 @@ def test_terminal_positions():
     assert mn.solve("121212") == 22 - 4  # wins at once
 
 
+@needs_pons
 def test_threads_share_nothing_but_agree():
     rows = load("Test_L2_R1")[:200]
     shared = mn.Solver()

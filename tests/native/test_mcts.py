@@ -4,15 +4,16 @@ Pons' L3 positions, visit accounting, virtual loss, determinism, bad input."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import meeple_native as mn
+from tests.conftest import SHARED_DATA, needs_shared
 from tests.native.c4_reference import random_game
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "connect4"
+DATA = SHARED_DATA / "connect4"
+needs_pons = needs_shared("connect4")  # Pons' published positions and scores
 
 
 def uniform_evaluator(planes, legal):
@@ -116,6 +117,7 @@ def load_l3(n: int, seed: int = 0) -> list[tuple[str, int]]:
     return [(m, int(s)) for m, s in random.Random(seed).sample(rows, n)]
 
 
+@needs_pons
 @pytest.mark.parametrize("leaves", [1, 8])
 def test_solver_valued_search_plays_optimally_on_l3(leaves):
     """Value = sign(solve()): the chosen move keeps the game-theoretic outcome.
@@ -141,6 +143,7 @@ def test_solver_valued_search_plays_optimally_on_l3(leaves):
     print(f"L3: {in_best}/{len(rows)} chosen moves among best_moves (leaves={leaves})")
 
 
+@needs_pons
 def test_graded_solver_value_picks_best_moves_mostly():
     m = mn.MCTS(num_simulations=400, policy="priors")
     solver = mn.Solver()
@@ -175,6 +178,7 @@ def test_visit_accounting_and_no_virtual_loss_residue(leaves, sims):
                 assert r["collisions"] == 0
 
 
+@needs_pons
 def test_leaves_in_flight_batches_and_matches_single_leaf_search():
     """Virtual loss spreads a batch over the tree; the visit distribution stays
     close to the one-leaf-at-a-time search."""

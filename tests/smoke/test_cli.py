@@ -78,7 +78,7 @@ def test_multiprocess_collection(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_alphazero_debug_tiny_logs_selfplay_gate_and_benchmarks(tmp_path):
+def test_alphazero_debug_tiny_logs_selfplay_gate_and_benchmarks(tmp_path, compose):
     done = train(tmp_path, "+experiment=connect4_alphazero", "debug=tiny", "seed=2")
     assert done.returncode == 0, done.stderr[-3000:]
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/mlflow.db")
@@ -90,11 +90,15 @@ def test_alphazero_debug_tiny_logs_selfplay_gate_and_benchmarks(tmp_path):
     for key in ("loss/total", "loss/policy", "loss/value", "loss/l2", "selfplay/positions_per_s",
                 "selfplay/fill_ratio", "selfplay/evaluator_idle_fraction", "selfplay/queue_latency_p99_us",
                 "selfplay/cache_hit_rate", "gate/score", "gate/generation", "eval/win_rate_vs_mcts",
-                "eval/win_rate_vs_solver", "eval/Test_L2_R1/optimal_policy", "eval/Test_L3_R1/optimal_mcts"):
+                "eval/win_rate_vs_solver", "eval/generated_middle/optimal_policy", "eval/generated_end/optimal_mcts"):
         assert key in metrics, sorted(metrics)
     assert metrics["selfplay/games"] == 8  # 2 iterations x 4 games
-    history = client.get_metric_history(run.info.run_id, "eval/Test_L3_R1/optimal_policy")
+    history = client.get_metric_history(run.info.run_id, "eval/generated_end/optimal_policy")
     assert len(history) == 2  # every iteration
+    # the generated sets stand alone; Pons' sets are only measured when benchmark_dir names them
+    assert not any("Test_L" in key for key in metrics), sorted(metrics)
+    # the objective (sweeps, best.pt) is a metric the default run logs
+    assert compose(["+experiment=connect4_alphazero"]).optimized_metric in metrics
     # checkpoints at iteration boundaries hold the gate's best network too
     (run_dir,) = (tmp_path / "outputs" / "runs").iterdir()
     assert (run_dir / "phase0" / "checkpoints" / "latest.pt").exists()

@@ -17,13 +17,13 @@ TRAIN = str(REPO / "train.py")
 TINY = ["debug=tiny", "callbacks.progress=null", "phase.minibatch_size=choice(8,16)"]
 
 
-def sweep(cwd, *args, timeout=300):
+def sweep(cwd, *args, timeout=300, returncode=0):
     done = subprocess.run(
         [sys.executable, TRAIN, "-m", "hparams_search=ppo_cartpole", *TINY,
          f"tracking.uri=sqlite:///{cwd}/mlflow.db", f"hydra.sweeper.storage=sqlite:///{cwd}/optuna.db", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout,
     )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert done.returncode == returncode, (done.stdout + done.stderr)[-4000:]
     return done
 
 
@@ -103,3 +103,22 @@ def test_resume_adds_trials_and_a_failing_trial_does_not_stop_the_sweep(first_sw
     assert len(children) == 5
     failed = [r for r in children if r.data.tags["trial_state"] == "FAIL"]
     assert len(failed) == 1 and failed[0].info.status == "FAILED"
+
+
+def test_readme_narrowing_sweep_switches_sampler_and_pruner(tmp_path):
+    # The README's command (minibatch 16 instead of 256: tiny rollouts hold 32 frames). The
+    # median pruner's options in the search config must not reach the halving pruner.
+    sweep(tmp_path, "hydra.sweeper.n_trials=2", "phase.lr=tag(log,interval(3e-4,3e-3))",
+          "phase.minibatch_size=16", "hydra.sweeper.sampler.name=random", "hydra.sweeper.pruner.name=halving")
+    study = study_of(tmp_path)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+
+
+def test_a_sweep_whose_every_trial_failed_exits_non_zero(tmp_path):
+    done = sweep(tmp_path, "hydra.sweeper.n_trials=2", "phase.total_frames=1", returncode=1)
+    assert "meeple: error: all 2 trials of this sweep failed; the first: " in done.stderr
+    assert "phase.total_frames=1 is less than one rollout" in done.stderr
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("default").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    assert parent.info.status == "FAILED" and parent.data.metrics["trials_fail"] == 2

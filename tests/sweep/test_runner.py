@@ -88,7 +88,7 @@ def curve_task(curves, *, logger_for=None):
 def test_pruner_prunes_a_bad_synthetic_trial(tmp_path):
     good, bad = [10.0, 20.0, 30.0], [1.0, 2.0, 3.0]
     sweep = runner(tmp_path, curve_task([good, good, good, bad]), n_trials=4,
-                   pruner={"name": "median", "kwargs": {"n_startup_trials": 2, "n_warmup_steps": 0}})
+                   pruner={"name": "median", "kwargs": {"median": {"n_startup_trials": 2, "n_warmup_steps": 0}}})
     study = sweep.run()
     states = [t.state for t in study.trials]
     assert states == [TrialState.COMPLETE] * 3 + [TrialState.PRUNED]
@@ -151,7 +151,7 @@ def test_mlflow_trial_runs_are_nested_and_carry_their_state(tmp_path):
 
     tracking = SweepTracking(uri, "exp")
     study = runner(tmp_path, task, n_trials=4, tracking=tracking,
-                   pruner={"name": "median", "kwargs": {"n_startup_trials": 2, "n_warmup_steps": 0}}).run()
+                   pruner={"name": "median", "kwargs": {"median": {"n_startup_trials": 2, "n_warmup_steps": 0}}}).run()
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "PRUNED", "FAIL"]
 
     client = mlflow.MlflowClient(uri)
@@ -203,3 +203,23 @@ def test_a_resumed_seeded_study_does_not_replay_its_first_samples(tmp_path):
     lrs = [t.params["phase.lr"] for t in again.trials]
     assert len(lrs) == 4 and len(set(lrs)) == 4
     assert [t.params for t in first.trials[:2]] == [t.params for t in again.trials[:2]]
+
+
+def test_a_launch_whose_every_trial_failed_says_so(tmp_path):
+    def task(args):
+        raise ValueError(f"broken trial {args['trial.number']}")
+
+    sweep = runner(tmp_path, task, n_trials=2)
+    sweep.run()
+    assert sweep.all_failed() == "all 2 trials of this sweep failed; the first: ValueError: broken trial 0"
+
+
+def test_one_good_trial_is_not_a_failed_sweep(tmp_path):
+    def task(args):
+        if args["trial.number"] == "0":
+            raise ValueError("broken")
+        return 1.0
+
+    sweep = runner(tmp_path, task, n_trials=2)
+    sweep.run()
+    assert sweep.all_failed() is None

@@ -136,3 +136,43 @@ def test_mutated_logs_are_reported_never_raised():
             failures += 1
             assert report.line is not None and 1 <= report.line <= len(ev)
     assert failures > 100  # the rest set fields an event does not have (ignored)
+
+
+def _one_game(tmp_path) -> list[str]:
+    out = tmp_path / "logs"
+    assert selfplay.main(["--games", "1", "--seed", "3", "--out", str(out)]) == 0
+    return mjai.read_lines(next(out.glob("*.mjson")))
+
+
+def test_validate_refuses_an_empty_log(tmp_path, capsys):
+    empty = tmp_path / "empty.mjson"
+    empty.write_text("\n")
+    assert validate.main([str(empty)]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == f"{empty}: no events (the log is empty)"
+
+
+def test_an_unknown_event_type_is_blamed_on_its_own_line(tmp_path):
+    lines = _one_game(tmp_path)
+    ev = json.loads(lines[5])
+    ev["type"] = ev["type"][::-1]  # a typo'd type where a real event was
+    r = mjai.replay(lines[:5] + [json.dumps(ev)] + lines[6:])
+    assert not r.ok and r.line == 6
+    assert r.message.startswith(f"unknown event type {ev['type']!r} (accepted: ankan, chi, dahai, ")
+    assert "right after it, line 7: " in r.message
+
+
+def test_unreadable_files_say_what_is_wrong(tmp_path, capsys):
+    binary = tmp_path / "binary.mjson"
+    binary.write_bytes(b'{"type": "start_game"}\n\xff\xfe\n')
+    missing = tmp_path / "missing.mjson"
+    assert validate.main([str(missing), str(binary)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{missing}: file not found"
+    assert out[1].startswith(f"{binary}: not UTF-8 text (byte 0xff at offset 23)")
+    assert "None" not in "\n".join(out)
+
+
+def test_json_errors_read_as_one_phrase():
+    r = mjai.replay(['{"type": "start_game", "names": ["a]'])
+    assert not r.ok and r.line == 1
+    assert r.message == "malformed JSON: Unterminated string starting at column 34"

@@ -15,16 +15,18 @@ class SamplerConf:
     # tpe | cmaes | random | grid | qmc | gp
     name: str = "tpe"
     seed: int | None = None
-    # passed to the Optuna sampler as is, e.g. {n_startup_trials: 5} for TPE
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    # options per sampler name, only the chosen one's are used: {tpe: {n_startup_trials: 5}}
+    # (command line: hydra.sweeper.sampler.kwargs.tpe.n_startup_trials=5)
+    kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
 class PrunerConf:
     # median | percentile | halving (successive halving) | hyperband | threshold | none
     name: str = "median"
-    # passed to the Optuna pruner as is, e.g. {n_startup_trials: 5, n_warmup_steps: 20000}
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    # options per pruner name, only the chosen one's are used:
+    # {median: {n_startup_trials: 5, n_warmup_steps: 20000}, halving: {min_resource: 1000}}
+    kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

@@ -86,7 +86,12 @@ class MeepleOptunaSweeper(Sweeper):
         except MeepleError as err:  # a bad sweep config: one line and exit 2, like train.py's errors
             print(f"meeple: error: {err}", file=sys.stderr)
             sys.exit(2)
-        return runner.run()
+        study = runner.run()
+        verdict = runner.all_failed()
+        if verdict:  # nothing was learned: exit non-zero so scripts and CI notice
+            print(f"meeple: error: {verdict}", file=sys.stderr)
+            sys.exit(1)
+        return study
 
     def _launch(self, batch: list[list[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.launcher is not None

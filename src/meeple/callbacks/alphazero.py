@@ -16,8 +16,10 @@ import numpy as np
 from meeple.seeding import Component, PhaseSeeds
 from meeple.selfplay.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
 from meeple.selfplay.connect4_bench import (
+    MIDDLE,
     SETS,
     BenchmarkSet,
+    generated_benchmarks,
     load_benchmark,
     player_moves,
     policy_moves,
@@ -82,16 +84,19 @@ class Connect4Benchmark(L.Callback):
     """Every ``every_n_iterations`` (and after the last), measures the best network:
 
     * win rate against pure MCTS (random rollouts, ``mcts_opponent_simulations``), colours alternating;
-    * win rate against the exact solver from ``solver_games`` middle-game positions of
-      ``Test_L2_R1`` that the side to move (the agent) does not lose, and the share of those
+    * win rate against the exact solver from ``solver_games`` positions of the generated
+      middle-game set that the side to move (the agent) does not lose, and the share of those
       games where the agent kept the position's game-theoretic value;
-    * the share of optimal (and of value-keeping) moves on ``Test_L3_R1`` and ``Test_L2_R1``:
-      by the raw policy on every position, and by MCTS with the network on ``mcts_positions``.
+    * the share of optimal (and of value-keeping) moves on the generated sets
+      (``generated_positions`` each, from ``generated_seed``) and, with ``benchmark_dir``, on
+      Pons' ``Test_L3_R1`` and ``Test_L2_R1``: by the raw policy on every position, and by
+      MCTS with the network on the first ``mcts_positions``.
     """
 
     def __init__(self, every_n_iterations: int, agent_simulations: int, mcts_games: int,
                  mcts_opponent_simulations: int, solver_games: int, mcts_positions: int,
-                 benchmark_dir: str | None) -> None:
+                 benchmark_dir: str | None, generated_positions: int = 200,
+                 generated_seed: int = 2026) -> None:
         self.every_n_iterations = every_n_iterations
         self.agent_simulations = agent_simulations
         self.mcts_games = mcts_games
@@ -99,6 +104,9 @@ class Connect4Benchmark(L.Callback):
         self.solver_games = solver_games
         self.mcts_positions = mcts_positions
         self.benchmark_dir = _project_path(benchmark_dir) if benchmark_dir else None
+        # A fixed seed, not the run's: every run (and every user) measures on the same positions.
+        self.generated_positions = generated_positions
+        self.generated_seed = generated_seed
         self.benches: list[BenchmarkSet] = []
         self.history: list[dict[str, float]] = []
         self._solver: Solver | None = None
@@ -109,9 +117,10 @@ class Connect4Benchmark(L.Callback):
             return
         self._solver = Solver(tt_log2=22)
         self._seeds = trainer.datamodule.seeds.stream(Component.EVALUATION)
+        # ~3 s for 2 x 200 positions on one core; Pons' missing files fail here, before any self-play.
+        self.benches = generated_benchmarks(self.generated_positions, self.generated_seed, self._solver)
         if self.benchmark_dir is not None:
-            # Missing files fail here, before any self-play (set benchmark_dir=null to skip them).
-            self.benches = [load_benchmark(self.benchmark_dir / name, self._solver) for name in SETS]
+            self.benches += [load_benchmark(self.benchmark_dir / name, self._solver) for name in SETS]
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         iteration = trainer.current_epoch + 1
@@ -135,13 +144,13 @@ class Connect4Benchmark(L.Callback):
             pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
                               seed=next(self._seeds))
             metrics[keys.EVAL_VS_MCTS] = play_match(agent, pure, self.mcts_games).score
-        l2 = next((b for b in self.benches if b.name == "Test_L2_R1"), None)
-        if self.solver_games and l2 is not None:
+        middle = next(b for b in self.benches if b.name == MIDDLE)
+        if self.solver_games:
             rng = np.random.default_rng(next(self._seeds))
-            not_lost = np.flatnonzero(l2.scores >= 0)  # the agent, to move, does not lose
+            not_lost = np.flatnonzero(middle.scores >= 0)  # the agent, to move, does not lose
             picks = rng.choice(not_lost, size=min(self.solver_games, len(not_lost)), replace=False)
             result, kept = play_from_positions(agent, SolverPlayer(self._solver, seed=next(self._seeds)),
-                                               [l2.positions[i] for i in picks], l2.scores[picks])
+                                               [middle.positions[i] for i in picks], middle.scores[picks])
             metrics[keys.EVAL_VS_SOLVER] = result.score
             metrics[keys.EVAL_SOLVER_KEPT] = kept / max(result.games, 1)
         for bench in self.benches:

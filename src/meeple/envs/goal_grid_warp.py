@@ -15,8 +15,8 @@ import warp as wp
 from meeple.envs import goal_grid as ref
 from meeple.envs.packed import DIFF_LUT, FRAME_BYTES, ROW_BYTES
 from meeple.envs.packed_env import ViewCache, check_storage
+from meeple.envs.warp_init import init_warp
 
-wp.config.quiet = True
 wp.set_module_options({"enable_backward": False})
 
 CELL = wp.constant(ref.CELL)
@@ -232,7 +232,7 @@ class WarpGoalGrid(ref.TorchGoalGrid):
         self, num_envs: int, *, max_steps: int = 40, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(num_envs, max_steps=max_steps, device=device)
-        wp.init()
+        init_warp()
         self.wp_device = wp.device_from_torch(self.device)
         view = lambda t: wp.from_torch(t)  # noqa: E731
         self._lut = view(DIFF_LUT.to(self.device, torch.int32).reshape(-1).contiguous())

@@ -8,8 +8,8 @@ import torch
 import warp as wp
 
 from meeple.envs.packed import UNPACK_LUT, WIDTH
+from meeple.envs.warp_init import init_warp
 
-wp.config.quiet = True
 wp.set_module_options({"enable_backward": False})
 
 
@@ -32,7 +32,7 @@ class WarpUnpacker:
     """``(..., 72, 20)`` uint8 -> ``(..., 72, 80)`` float32 ``UNPACK_LUT * scale`` (contiguous input)."""
 
     def __init__(self, device: str | torch.device, scale: float = 1.0 / 3.0) -> None:
-        wp.init()
+        init_warp()
         self.device = torch.device(device)
         self._lut = (UNPACK_LUT.to(torch.float32) * scale).reshape(-1).contiguous().to(self.device)
         self._wlut = wp.from_torch(self._lut)

@@ -1,8 +1,14 @@
-"""Share of optimal moves on Pascal Pons' Connect Four benchmark positions.
+"""Share of optimal moves on Connect Four benchmark positions.
 
-Files hold ``<moves> <score>`` lines (1-based columns; see ``../shared/data/README.md``).
-Each position's moves are classified by the exact solver once: *optimal* moves reach
-the best score, *correct* moves keep the position's win/draw/loss class.
+Two sources, labelled the same way by meeple's exact solver (:func:`label_moves`): *optimal*
+moves reach the best score, *correct* moves keep the position's win/draw/loss class.
+
+* Generated sets (the default, no outside data): :func:`generate_benchmark` plays uniformly
+  random legal moves from a fixed seed to a ply in the set's range and keeps positions that
+  are not decided trivially (see :func:`is_trivial`).
+* Pascal Pons' published sets as an outside check: files of ``<moves> <score>`` lines
+  (1-based columns; see ``../shared/data/README.md``), where the solver must agree with
+  the file's score.
 """
 
 from __future__ import annotations
@@ -14,9 +20,23 @@ import numpy as np
 import torch
 
 from meeple.errors import MeepleError
-from meeple_native import OBS_SHAPE, Connect4, Solver
+from meeple_native import OBS_SHAPE, WIDTH, Connect4, Solver
 
-SETS = ("Test_L3_R1", "Test_L2_R1")  # end game, middle game
+SETS = ("Test_L3_R1", "Test_L2_R1")  # Pons' files: end game, middle game
+
+
+@dataclass(frozen=True)
+class GeneratedSet:
+    """A generated set: positions with ``plies`` stones (inclusive range) on the board."""
+
+    name: str
+    plies: tuple[int, int]
+
+
+# Pons' split: middle game 15-28 stones, end game more (his sets are also "easy": the game
+# ends soon with best play; random play gives a wider spread).
+GENERATED = (GeneratedSet("generated_end", (29, 40)), GeneratedSet("generated_middle", (15, 28)))
+MIDDLE = "generated_middle"  # the set the solver games start from
 
 
 @dataclass
@@ -44,14 +64,75 @@ class BenchmarkSet:
         return float((self.optimal.sum(1) / n_legal).mean()), float((self.correct.sum(1) / n_legal).mean())
 
 
+def label_moves(solver: Solver, position: Connect4) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(legal, optimal, correct, best score) of a non-terminal position, by the exact solver."""
+    scores = solver.analyze(position)
+    legal = np.array([s is not None for s in scores])
+    values = np.array([s if s is not None else -99 for s in scores])
+    best = int(values[legal].max())
+    return legal, legal & (values == best), legal & (np.sign(values) == np.sign(best)), best
+
+
+def is_trivial(position: Connect4, optimal: np.ndarray) -> bool:
+    """A position that measures nothing: the side to move wins at once (one-ply lookahead finds
+    it), or every legal move is optimal (no choice can be wrong)."""
+    legal = position.legal_moves()
+    return any(position.is_winning_move(c) for c in legal) or bool(optimal[legal].all())
+
+
+def _benchmark_set(name: str, positions: list[Connect4], labels: list[tuple]) -> BenchmarkSet:
+    planes = np.empty((len(positions), *OBS_SHAPE), np.float32)
+    for i, position in enumerate(positions):
+        position.encode(planes[i])
+    columns = list(zip(*labels)) or [(), (), (), ()]  # legal, optimal, correct, best
+    legal, optimal, correct = (np.array(c, dtype=bool).reshape(-1, WIDTH) for c in columns[:3])
+    return BenchmarkSet(name, positions, planes, legal, optimal, correct, np.array(columns[3], dtype=int))
+
+
+def generate_benchmark(spec: GeneratedSet, count: int, seed: int, solver: Solver | None = None) -> BenchmarkSet:
+    """``count`` distinct, non-trivial positions of ``spec``'s ply range from random legal play,
+    labelled by the solver. The same (spec, count, seed) gives the same set on every machine."""
+    if count < 1:
+        raise MeepleError(f"generated benchmark positions = {count}; accepted: an integer >= 1")
+    lo, hi = spec.plies
+    solver = solver or Solver()
+    rng = np.random.default_rng([seed, lo, hi])  # one stream per set
+    positions, labels, seen = [], [], set()
+    tries = 0
+    while len(positions) < count:
+        tries += 1
+        if tries > 100 * count:  # cannot happen for the ranges above; guards a bad spec
+            raise MeepleError(f"{spec.name}: only {len(positions)} of {count} positions after {tries} games")
+        position = Connect4()
+        for _ in range(int(rng.integers(lo, hi + 1))):
+            position.play(int(rng.choice(position.legal_moves())))
+            if position.is_terminal():
+                break
+        if position.is_terminal() or position.key() in seen:
+            continue
+        seen.add(position.key())
+        label = label_moves(solver, position)
+        if is_trivial(position, label[1]):
+            continue
+        positions.append(position)
+        labels.append(label)
+    return _benchmark_set(spec.name, positions, labels)
+
+
+def generated_benchmarks(count: int, seed: int, solver: Solver | None = None) -> list[BenchmarkSet]:
+    """Every set of :data:`GENERATED`."""
+    solver = solver or Solver()
+    return [generate_benchmark(spec, count, seed, solver) for spec in GENERATED]
+
+
 def load_benchmark(path: str | Path, solver: Solver | None = None, limit: int | None = None) -> BenchmarkSet:
-    """Parse and solve one benchmark file; errors name the file, the line and the expected form."""
+    """Parse and solve one of Pons' files; errors name the file, the line and the expected form."""
     path = Path(path)
     if not path.is_file():
-        raise MeepleError(f"Connect Four benchmark file {path} does not exist (expected one of {', '.join(SETS)} "
-                          "from ../shared/data/connect4, see its README)")
+        raise MeepleError(f"Connect Four benchmark file {path} does not exist (expected Pons' {', '.join(SETS)}; "
+                          "phase.eval.benchmark_dir=null uses meeple's generated sets only)")
     solver = solver or Solver()
-    positions, legal, optimal, correct, best_scores = [], [], [], [], []
+    positions, labels = [], []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -64,24 +145,14 @@ def load_benchmark(path: str | Path, solver: Solver | None = None, limit: int | 
             raise MeepleError(f"{path}:{number}: {err}; expected '<moves 1-7> <score>', got {line!r}") from None
         if position.is_terminal():
             raise MeepleError(f"{path}:{number}: the game is already over in {parts[0]!r}")
-        scores = solver.analyze(position)
-        valid = np.array([s is not None for s in scores])
-        values = np.array([s if s is not None else -99 for s in scores])
-        best = values[valid].max()
-        if best != score:
-            raise MeepleError(f"{path}:{number}: the solver scores {parts[0]!r} {best}, the file says {score}")
+        label = label_moves(solver, position)
+        if label[3] != score:
+            raise MeepleError(f"{path}:{number}: the solver scores {parts[0]!r} {label[3]}, the file says {score}")
         positions.append(position)
-        best_scores.append(score)
-        legal.append(valid)
-        optimal.append(valid & (values == best))
-        correct.append(valid & (np.sign(values) == np.sign(best)))
+        labels.append(label)
         if limit is not None and len(positions) >= limit:
             break
-    planes = np.empty((len(positions), *OBS_SHAPE), np.float32)
-    for i, position in enumerate(positions):
-        position.encode(planes[i])
-    return BenchmarkSet(path.name, positions, planes, np.array(legal), np.array(optimal), np.array(correct),
-                        np.array(best_scores))
+    return _benchmark_set(path.name, positions, labels)
 
 
 @torch.inference_mode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,58 +18,102 @@ PRUNERS = ("median", "percentile", "halving", "hyperband", "threshold", "none")
 
 
 def make_sampler(name: str, *, seed: int | None, kwargs: Mapping[str, Any] | None, space: SearchSpace) -> optuna.samplers.BaseSampler:
-    """``tpe`` (default), ``cmaes``, ``random``, ``grid`` (every choice/range combination), ``qmc``, ``gp``."""
+    """``tpe`` (default), ``cmaes``, ``random``, ``grid`` (every choice/range combination), ``qmc``, ``gp``.
+
+    ``kwargs`` holds options per sampler name (``{tpe: {n_startup_trials: 5}, gp: {...}}``): only
+    the chosen sampler's are used, so switching ``name`` on the command line never hands one
+    sampler's options to another.
+    """
+    name = str(name).lower()
+    if name not in SAMPLERS:
+        raise ConfigError(f"hydra.sweeper.sampler.name={name} is unknown; accepted: {', '.join(SAMPLERS)}")
+    options = options_for("sampler", name, kwargs, SAMPLERS)
+    _check_options("sampler", name, options, _sampler_class(name), set_by_meeple={"seed", "search_space"})
     try:
-        return _make_sampler(str(name).lower(), seed, dict(kwargs or {}), space)
-    except TypeError as err:  # kwargs meant for another sampler
-        raise ConfigError(
-            f"hydra.sweeper.sampler.kwargs do not fit sampler {name}: {err} "
-            "(clear them with 'hydra.sweeper.sampler.kwargs={}')"
-        ) from err
+        return _make_sampler(name, seed, options, space)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:  # a value Optuna refuses
+        raise ConfigError(f"hydra.sweeper.sampler.kwargs.{name}: {err}") from err
+
+
+def _sampler_class(name: str) -> type:
+    return {
+        "tpe": optuna.samplers.TPESampler,
+        "random": optuna.samplers.RandomSampler,
+        "grid": optuna.samplers.GridSampler,
+        "qmc": optuna.samplers.QMCSampler,
+        "gp": optuna.samplers.GPSampler,
+        "cmaes": optuna.samplers.CmaEsSampler,
+    }[name]
 
 
 def _make_sampler(name: str, seed: int | None, kwargs: dict[str, Any], space: SearchSpace) -> optuna.samplers.BaseSampler:
-    name = str(name).lower()
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, **kwargs)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed, **kwargs)
     if name == "grid":
         return optuna.samplers.GridSampler(grid_of(space), seed=seed, **kwargs)
     if name == "qmc":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.QMCSampler(seed=seed, **kwargs)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed, **kwargs)
     if name == "cmaes":
         try:
             import cmaes  # noqa: F401  (optuna imports it lazily and fails late)
         except ImportError as err:
             raise ConfigError("sampler=cmaes needs the `cmaes` package: pip install cmaes") from err
-        return optuna.samplers.CmaEsSampler(seed=seed, **kwargs)
-    raise ConfigError(f"hydra.sweeper.sampler.name={name} is unknown; accepted: {', '.join(SAMPLERS)}")
+    return _sampler_class(name)(seed=seed, **kwargs)
+
+
+_PRUNER_CLASSES = {
+    "median": optuna.pruners.MedianPruner,
+    "percentile": optuna.pruners.PercentilePruner,
+    "halving": optuna.pruners.SuccessiveHalvingPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "threshold": optuna.pruners.ThresholdPruner,
+    "none": optuna.pruners.NopPruner,
+}
 
 
 def make_pruner(name: str | None, kwargs: Mapping[str, Any] | None = None) -> optuna.pruners.BasePruner:
     """``median`` (default), ``percentile``, ``halving`` (successive halving), ``hyperband``,
-    ``threshold`` or ``none``; ``kwargs`` go to the Optuna pruner as they are."""
-    kwargs = dict(kwargs or {})
+    ``threshold`` or ``none``; ``kwargs`` holds options per pruner name
+    (``{median: {n_startup_trials: 3}, halving: {min_resource: 1000}}``), only the chosen one's are used."""
     name = "none" if name is None else str(name).lower()
-    factories = {
-        "median": optuna.pruners.MedianPruner,
-        "percentile": optuna.pruners.PercentilePruner,
-        "halving": optuna.pruners.SuccessiveHalvingPruner,
-        "hyperband": optuna.pruners.HyperbandPruner,
-        "threshold": optuna.pruners.ThresholdPruner,
-        "none": optuna.pruners.NopPruner,
-    }
-    if name not in factories:
+    if name not in _PRUNER_CLASSES:
         raise ConfigError(f"hydra.sweeper.pruner.name={name} is unknown; accepted: {', '.join(PRUNERS)}")
+    options = options_for("pruner", name, kwargs, PRUNERS)
+    cls = _PRUNER_CLASSES[name]
+    _check_options("pruner", name, options, cls)
     try:
-        return factories[name](**kwargs)
-    except TypeError as err:
-        raise ConfigError(f"hydra.sweeper.pruner.kwargs for {name}: {err}") from err
+        return cls(**options)
+    except (TypeError, ValueError) as err:  # a missing required option or a value out of range
+        raise ConfigError(f"hydra.sweeper.pruner.kwargs.{name}: {err}") from err
+
+
+def options_for(kind: str, name: str, kwargs: Mapping[str, Any] | None, names: tuple[str, ...]) -> dict[str, Any]:
+    """The options of sampler/pruner ``name`` from ``kwargs``, which is keyed by name."""
+    kwargs = dict(kwargs or {})
+    stray = [key for key in kwargs if key not in names]
+    if stray:
+        raise ConfigError(
+            f"hydra.sweeper.{kind}.kwargs is keyed by {kind} name ({', '.join(names)}), got {', '.join(stray)}; "
+            f"e.g. hydra.sweeper.{kind}.kwargs.{name}.{stray[0]}=..."
+        )
+    options = kwargs.get(name) or {}
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"hydra.sweeper.{kind}.kwargs.{name} must be a mapping of options, got {options!r}")
+    return dict(options)
+
+
+def _check_options(kind: str, name: str, options: Mapping[str, Any], cls: type,
+                   set_by_meeple: frozenset[str] | set[str] = frozenset()) -> None:
+    """Every option must be a keyword of the Optuna class (meeple sets ``set_by_meeple`` itself)."""
+    accepted = [p for p in inspect.signature(cls).parameters if p not in set_by_meeple]
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise ConfigError(
+            f"hydra.sweeper.{kind}.kwargs.{name}.{unknown[0]} is not an option of {cls.__name__}; "
+            f"accepted: {', '.join(accepted) or 'none'}"
+        )
 
 
 def make_storage(url: str | None, *, heartbeat_interval: int | None = None, grace_period: int | None = None) -> optuna.storages.BaseStorage | None:

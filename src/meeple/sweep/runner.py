@@ -72,6 +72,8 @@ class SweepRunner:
         self.tracking = tracking
         self.command = list(command)  # the user's fixed overrides, to print a ready command
         self.study: optuna.Study | None = None
+        # (state, error) of each trial this launch ran, in order
+        self.outcomes: list[tuple[TrialState, str | None]] = []
 
     # ------------------------------------------------------------------------------------------
     def create_study(self) -> optuna.Study:
@@ -123,6 +125,8 @@ class SweepRunner:
         status = "FINISHED"
         try:
             self._loop(study)
+            if self.all_failed():
+                status = "FAILED"
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into sys.exit(1))
             status = "KILLED"
             raise
@@ -229,6 +233,7 @@ class SweepRunner:
             if "Study.stop" not in str(err):
                 raise
         frozen = _frozen(study, trial)
+        self.outcomes.append((frozen.state, error))
         shown = f"{frozen.value:.4g}" if frozen.value is not None else "-"
         log.info("trial %d %s: %s=%s", trial.number, frozen.state.name, self.settings.metric, shown)
         if self.tracking is not None:
@@ -238,6 +243,15 @@ class SweepRunner:
                     self.tracking.log_trial_value(frozen)
             except Exception as track_err:  # tracking trouble never stops a sweep
                 log.warning("MLflow bookkeeping of trial %d failed: %s", trial.number, track_err)
+
+    def all_failed(self) -> str | None:
+        """A one-line verdict when every trial of this launch failed (None otherwise): such a
+        sweep found nothing and must not look like a success."""
+        if not self.outcomes or any(state != TrialState.FAIL for state, _ in self.outcomes):
+            return None
+        first = next((error for _, error in self.outcomes if error), "no error recorded")
+        n = len(self.outcomes)
+        return f"all {n} trial{'s' * (n != 1)} of this sweep failed; the first: {first}"
 
     # ------------------------------------------------------------------------------------------
     def _finish(self, study: optuna.Study, status: str) -> None:

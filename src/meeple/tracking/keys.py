@@ -20,7 +20,7 @@ EVAL_SOLVER_KEPT = "eval/solver_value_kept"
 
 
 def optimal_share_key(bench: str, chooser: str, kind: str = "optimal") -> str:
-    """e.g. ``eval/Test_L2_R1/optimal_mcts``: share of ``kind`` moves chosen by ``chooser``."""
+    """e.g. ``eval/generated_middle/optimal_mcts``: share of ``kind`` moves chosen by ``chooser``."""
     return f"eval/{bench}/{kind}_{chooser}"
 
 

@@ -59,6 +59,8 @@ class ReplayReport:
     def __str__(self) -> str:
         if self.ok:
             return f"ok: {self.games} game(s), {self.events} events replayed"
+        if self.line is None:  # about the whole file (unreadable, empty)
+            return self.message
         return f"line {self.line}: {self.message}"
 
 
@@ -75,7 +77,9 @@ def _kind_red(s: str, line: int) -> tuple[int, bool]:
         raise ReplayError(line, f"bad tile {s!r}: {e}") from None
 
 
-def _parse(lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
+def _parse(lines: Iterable[str], skipped: list[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
+    """Known events with their line numbers; other types (chat, tool-specific notes) are skipped
+    and noted in ``skipped`` so that an error right after one can be blamed on it."""
     for no, raw in enumerate(lines, 1):
         raw = raw.strip()
         if not raw:
@@ -83,11 +87,14 @@ def _parse(lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
         try:
             ev = json.loads(raw)
         except json.JSONDecodeError as e:
-            raise ReplayError(no, f"malformed JSON ({e.msg} at column {e.colno})") from None
+            # Some messages end in "at" ("Unterminated string starting at"): the column completes them.
+            raise ReplayError(no, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}") from None
         if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
             raise ReplayError(no, "an event must be a JSON object with a string 'type'")
         if ev["type"] in _KNOWN:
             yield no, ev
+        else:
+            skipped.append((no, ev["type"]))
 
 
 class _WallBuilder:
@@ -399,8 +406,12 @@ class _Replayer:
 def replay(lines: Iterable[str], **rules) -> ReplayReport:
     """Replay every game of a log; stop at the first problem. `rules` are Game keyword options."""
     report = ReplayReport(ok=True)
+    skipped: list[tuple[int, str]] = []
+    events: list[tuple[int, dict]] = []
     try:
-        events = list(_parse(lines))
+        events.extend(_parse(lines, skipped))
+        if not events:
+            return ReplayReport(ok=False, message="no events (the log is empty)")
         games: list[list[tuple[int, dict]]] = []
         for no, ev in events:
             if ev["type"] == "start_game" or not games:
@@ -411,8 +422,9 @@ def replay(lines: Iterable[str], **rules) -> ReplayReport:
             report.games += 1
             report.events += len(game)
     except ReplayError as e:
+        line, message = _blame(e, events, skipped)
         return ReplayReport(
-            ok=False, games=report.games, events=report.events, line=e.line, message=str(e)
+            ok=False, games=report.games, events=report.events, line=line, message=message
         )
     except Exception as e:  # never crash on a bad log: report where we were
         return ReplayReport(
@@ -424,9 +436,35 @@ def replay(lines: Iterable[str], **rules) -> ReplayReport:
     return report
 
 
+def _blame(
+    e: ReplayError, events: list[tuple[int, dict]], skipped: list[tuple[int, str]]
+) -> tuple[int, str]:
+    """An error right after skipped unknown events is most likely one of them (a typo'd type
+    where the engine expected an event): name the first such event and its own line."""
+    before = max((no for no, _ in events if no < e.line), default=0)
+    suspects = [(no, t) for no, t in skipped if before < no < e.line]
+    if not suspects:
+        return e.line, str(e)
+    no, t = suspects[0]
+    return no, (
+        f"unknown event type {t!r} (accepted: {', '.join(sorted(_KNOWN))}); "
+        f"right after it, line {e.line}: {e}"
+    )
+
+
 def replay_file(path: str | Path, **rules) -> ReplayReport:
+    """Like :func:`replay`; a file that cannot be read is one failed report saying why."""
     try:
         lines = read_lines(path)
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        return ReplayReport(ok=False, message=f"cannot read {path}: {e}")
+    except FileNotFoundError:
+        return ReplayReport(ok=False, message="file not found")
+    except IsADirectoryError:
+        return ReplayReport(ok=False, message="a directory, not a log file")
+    except UnicodeDecodeError as e:
+        return ReplayReport(
+            ok=False, message=f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+            "expected MJAI JSON lines, optionally gzip-compressed",
+        )
+    except (OSError, EOFError) as e:  # permissions, a truncated or corrupt gzip stream
+        return ReplayReport(ok=False, message=f"cannot be read ({e})")
     return replay(lines, **rules)

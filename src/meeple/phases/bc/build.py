@@ -13,7 +13,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from meeple.checkpoint.actor import checkpoint_file
 from meeple.envs.factory import batch_unit, make_env
-from meeple.errors import ConfigError
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
 from meeple.phases import PhaseParts

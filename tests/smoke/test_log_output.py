@@ -1,0 +1,56 @@
+"""`python train.py ... > log.txt 2>&1` reads cleanly: no escapes, no ads, no wrapped bars."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from meeple.callbacks.progress import LINE_WIDTH, MeepleProgressBar, PlainProgress, progress_bar
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize("experiment", [[], ["+experiment=connect4_alphazero"], ["+experiment=pixels_ppo"]],
+                         ids=["default", "connect4_alphazero", "pixels_ppo"])
+def test_a_log_file_reads_cleanly(tmp_path, experiment):
+    # stdout and stderr into one pipe, as `> log.txt 2>&1` does
+    done = subprocess.run([sys.executable, str(REPO / "train.py"), *experiment, "debug=tiny", "tracking=none"],
+                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    log = done.stdout
+    assert done.returncode == 0, log[-3000:]
+    assert "\x1b[" not in log, "ANSI escape codes in a log file"
+    assert "\r" not in log, "carriage returns (a bar redrawn in place) in a log file"
+    assert "litlogger" not in log
+    assert "Warp CUDA warning" not in log and "Warp 1." not in log  # CPU is the expected case here
+    epochs = [line for line in log.splitlines() if line.startswith("epoch ")]
+    assert epochs, log[-3000:]
+    assert all(len(line) <= LINE_WIDTH for line in epochs), epochs
+    assert not any("━" in line for line in log.splitlines()), "a rich bar's frame in a log file"
+
+
+def _trainer(epoch, max_epochs=10):
+    return SimpleNamespace(current_epoch=epoch, max_epochs=max_epochs, global_step=7 * (epoch + 1))
+
+
+def test_plain_lines_are_short_and_spaced_in_time(monkeypatch, capsys):
+    bar = PlainProgress(min_interval_s=3600)
+    metrics = {"return": 21.345678, "eval_return": 500.0, "loss": "0.213"}
+    metrics.update({f"extra_metric_{i}": 1.0 for i in range(8)})  # too many for one line
+    monkeypatch.setattr(bar, "get_metrics", lambda trainer, module: metrics)
+    bar.on_train_start(None, None)
+    for epoch in range(10):
+        bar.on_train_epoch_end(_trainer(epoch), None)
+    lines = capsys.readouterr().out.splitlines()
+    # the first epoch, then nothing for an hour, then the last one
+    assert [line.split()[1] for line in lines] == ["1/10", "10/10"]
+    assert lines[1].startswith("epoch 10/10 step 70 ") and "return=21.35 eval_return=500 loss=0.213" in lines[1]
+    assert all(len(line) <= LINE_WIDTH for line in lines) and lines[1].endswith("...")
+
+
+def test_the_rich_bar_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr("meeple.callbacks.progress.is_terminal", lambda stream=None: False)
+    assert isinstance(progress_bar(leave=True), PlainProgress)
+    monkeypatch.setattr("meeple.callbacks.progress.is_terminal", lambda stream=None: True)
+    assert isinstance(progress_bar(leave=True), MeepleProgressBar)
