@@ -7,14 +7,9 @@ callbacks, the Trainer arguments).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import lightning as L
-from omegaconf import DictConfig
-
-from meeple.seeding import PhaseSeeds
 
 
 @dataclass
