@@ -141,8 +141,10 @@ void register_chess(nb::module_& parent) {
           },
           "action"_a, "Play the move with this policy index; ValueError if illegal or the game is over.")
       .def("is_check", [](const Game& g) { return g.position().in_check(); })
-      .def("is_checkmate", [](const Game& g) { return g.termination() == Termination::kCheckmate; })
-      .def("is_stalemate", [](const Game& g) { return g.termination() == Termination::kStalemate; })
+      .def("is_checkmate", [](const Game& g) { return g.position().in_check() && !g.position().has_legal_move(); })
+      .def(
+          "is_stalemate", [](const Game& g) { return !g.position().in_check() && !g.position().has_legal_move(); },
+          "No legal move and not in check (also when termination() reports insufficient material first).")
       .def("is_insufficient_material", [](const Game& g) { return g.position().insufficient_material(); })
       .def(
           "is_fifty_moves",
