@@ -72,6 +72,10 @@ def _play(ref: chess.Board, ours, rng: random.Random, max_plies: int, shuffle: f
             return
         moves = list(ref.legal_moves)
         move = rng.choice(moves)
+        # Castling and en passant are rare in random play: take them half the time.
+        special = [m for m in moves if ref.is_castling(m) or ref.is_en_passant(m)]
+        if special and rng.random() < 0.5:
+            move = rng.choice(special)
         # Undo our own last move when we can (a knight or king going back): repetitions.
         if shuffle and len(ref.move_stack) >= 2 and rng.random() < shuffle:
             last = ref.move_stack[-2]
@@ -114,9 +118,7 @@ def test_random_games_from_the_start_position() -> None:
     rng, counts = random.Random(20261124), _new_counts()
     for _ in range(200):
         _play(chess.Board(), native.Board(), rng, max_plies=400, shuffle=0.0, counts=counts)
-    # Seed 20261124, 300 games gave 33 checkmates, 24 castles, 9 en passant captures,
-    # 119 insufficient material, 31 fifty-move draws in 100k plies.
-    assert counts["checkmate"] > 5 and counts["castles"] > 5 and counts["en_passant"] > 2, counts
+    assert counts["checkmate"] > 5 and counts["castles"] > 50 and counts["en_passant"] > 20, counts
     assert counts["insufficient_material"] > 10 and counts["fifty_moves"] > 5, counts
 
 

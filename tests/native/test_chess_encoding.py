@@ -214,7 +214,7 @@ def test_repetition_planes_and_threefold() -> None:
 def test_planes_match_the_reference_along_random_games() -> None:
     planes = np.zeros((119, 8, 8), np.float32)
     checked = with_reps = 0
-    for history, ours in _random_games(seed=11, games=30, plies=120, shuffle=0.5):
+    for history, ours in _random_games(seed=11, games=20, plies=120, shuffle=0.5):
         ours.encode(planes)
         expected = reference_planes(history)
         bad = np.argwhere(planes != expected)
