@@ -10,7 +10,6 @@ ones are marked slow.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -77,17 +76,15 @@ def test_board_perft_matches_module_perft() -> None:
 
 
 def test_perft_releases_the_gil() -> None:
-    """A perft running in another thread must not stop this thread's Python code."""
+    """This thread keeps running Python while another thread counts 119 M leaves (~0.5 s)."""
     ticks = 0
     worker = threading.Thread(target=chess_native.perft, args=(START, 6))
     worker.start()
-    deadline = time.monotonic() + 0.3
-    while time.monotonic() < deadline and worker.is_alive():
+    while worker.is_alive():
         ticks += 1
-    alive = worker.is_alive()
     worker.join()
-    # While the GIL is held by perft this loop could not run at all.
-    assert not alive or ticks > 1000
+    # Were the GIL held, this loop would get the interpreter only after perft returned.
+    assert ticks > 10_000
 
 
 def test_bad_input_is_rejected() -> None:
