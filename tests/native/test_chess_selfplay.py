@@ -84,3 +84,21 @@ def test_selfplay_builtin_uniform_is_deterministic() -> None:
     a = native.SelfPlay(None, **kwargs).run(1)
     b = native.SelfPlay("uniform", **kwargs).run(1)
     assert a["moves"] == b["moves"] and a["termination"] == b["termination"]
+
+
+@pytest.mark.parametrize("evaluator", [None, "rollout", "callable"])
+def test_mcts_finds_a_mate_in_one(evaluator) -> None:
+    fen = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # back-rank mate: Ra8#
+    reference = chess.Board(fen)
+    reference.push_uci("a1a8")
+    assert reference.is_checkmate()
+    calls: list[int] = []
+    ev = _uniform(calls) if evaluator == "callable" else evaluator
+    search = native.MCTS(num_simulations=300, leaves_in_flight=4, seed=1)
+    out = search.search(native.Board(fen), ev)
+    assert out["best_move"] == "a1a8" and out["q"][out["best_action"]] == pytest.approx(1.0)
+    assert out["simulations"] == 300 and out["visits"].sum() == 300
+    assert (evaluator == "callable") == bool(calls)
+    board = native.Board(fen)
+    board.push_action(search.choose_action(0.0))
+    assert board.termination() == "checkmate" and board.result() == "1-0"

@@ -4,10 +4,12 @@
 end the game at once); ``perft(fen, depth)`` counts move-tree leaves (releases the GIL);
 ``Board.encode(out)`` writes the (119, 8, 8) input planes and ``Board.legal_mask(out)`` the
 (4672,) legal-move mask into caller-provided arrays; ``SelfPlay`` runs the generic batched
-MCTS self-play engine on chess. Layouts and rules: docs/chess.md.
+MCTS self-play engine on chess and ``MCTS`` searches one position (evaluator, uniform or
+random playouts). Layouts and rules: docs/chess.md.
 """
 
 from ._core.chess import (
+    MCTS,
     NUM_ACTIONS,
     NUM_PLANES,
     PLANES_SHAPE,
@@ -17,4 +19,4 @@ from ._core.chess import (
     perft,
 )
 
-__all__ = ["NUM_ACTIONS", "NUM_PLANES", "PLANES_SHAPE", "START_FEN", "Board", "SelfPlay", "perft"]
+__all__ = ["MCTS", "NUM_ACTIONS", "NUM_PLANES", "PLANES_SHAPE", "START_FEN", "Board", "SelfPlay", "perft"]

@@ -30,37 +30,6 @@ namespace {
 constexpr std::size_t A = kNumActions;
 constexpr std::size_t P = kNumPlanes;
 
-template <class T>
-nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v, std::initializer_list<std::size_t> shape) {
-  auto* p = new std::vector<T>(std::move(v));
-  nb::capsule owner(p, [](void* q) noexcept { delete static_cast<std::vector<T>*>(q); });
-  return nb::ndarray<nb::numpy, T>(p->data(), shape, owner);
-}
-
-// Calls the Python evaluator on one batch and copies its outputs.
-void call_evaluator(nb::handle evaluator, nb::handle planes, nb::handle legal, std::size_t n, float* policy_out,
-                    float* value_out) {
-  nb::object out = evaluator(planes, legal);
-  nb::tuple t;
-  if (!nb::try_cast(out, t) || t.size() != 2)
-    throw nb::type_error("evaluator must return a tuple (policy (B, 4672), value (B,))");
-  nb::object np = nb::module_::import_("numpy");
-  auto as_f32 = [&](nb::handle h) {
-    return nb::cast<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>(
-        np.attr("ascontiguousarray")(h, "dtype"_a = np.attr("float32")));
-  };
-  auto pol = as_f32(t[0]);
-  auto val = as_f32(t[1]);
-  if (pol.ndim() != 2 || pol.shape(0) != n || pol.shape(1) != A)
-    throw nb::value_error(("evaluator policy must have shape (" + std::to_string(n) + ", 4672)").c_str());
-  if (val.size() != n) throw nb::value_error(("evaluator value must have shape (" + std::to_string(n) + ",)").c_str());
-  for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(val.data()[i]))
-      throw nb::value_error(("evaluator value[" + std::to_string(i) + "] is not finite").c_str());
-  std::memcpy(policy_out, pol.data(), sizeof(float) * n * A);
-  std::memcpy(value_out, val.data(), sizeof(float) * n);
-}
-
 struct PySelfPlay {
   std::unique_ptr<mc::SelfPlayEngine<Game>> engine;
   nb::object evaluator;  // None for the built-in uniform evaluator
@@ -86,7 +55,7 @@ struct PySelfPlay {
         }
         nb::object legal =
             nb::cast(nb::ndarray<nb::numpy, const bool>(reinterpret_cast<const bool*>(v.legal), {n, A}, self_py));
-        call_evaluator(evaluator, planes, legal, n, v.policy_out, v.value_out);
+        bind::call_evaluator(evaluator, planes, legal, n, v.policy_out, v.value_out);
       };
     }
     auto poll = [] {
@@ -138,19 +107,19 @@ struct PySelfPlay {
       winner[gi] = static_cast<std::int8_t>(g.winner);
     }
     nb::dict d;
-    d["planes"] = to_numpy(std::move(planes), {total, P, 8, 8});
-    d["policy"] = to_numpy(std::move(policy), {total, A});
-    d["value"] = to_numpy(std::move(value), {total});
+    d["planes"] = bind::to_numpy(std::move(planes), {total, P, 8, 8});
+    d["policy"] = bind::to_numpy(std::move(policy), {total, A});
+    d["value"] = bind::to_numpy(std::move(value), {total});
     {
       auto* lp = new std::vector<std::uint8_t>(std::move(legal));
       nb::capsule owner(lp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
       d["legal"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(lp->data()), {total, A}, owner);
     }
-    d["game"] = to_numpy(std::move(game), {total});
-    d["ply"] = to_numpy(std::move(ply), {total});
+    d["game"] = bind::to_numpy(std::move(game), {total});
+    d["ply"] = bind::to_numpy(std::move(ply), {total});
     const std::size_t ng = res.games.size();
-    d["game_id"] = to_numpy(std::move(game_id), {ng});
-    d["winner"] = to_numpy(std::move(winner), {ng});
+    d["game_id"] = bind::to_numpy(std::move(game_id), {ng});
+    d["winner"] = bind::to_numpy(std::move(winner), {ng});
     d["moves"] = moves;
     d["termination"] = terminations;
     d["metrics"] = metrics_dict(res.metrics);
