@@ -102,3 +102,28 @@ def test_mcts_finds_a_mate_in_one(evaluator) -> None:
     board = native.Board(fen)
     board.push_action(search.choose_action(0.0))
     assert board.termination() == "checkmate" and board.result() == "1-0"
+
+
+def test_close_stops_a_running_selfplay_from_another_thread() -> None:
+    import threading
+    import time
+
+    started = threading.Event()
+
+    def slow(planes, legal):
+        started.set()
+        time.sleep(0.002)
+        return np.zeros(legal.shape, np.float32), np.zeros(planes.shape[0], np.float32)
+
+    results: list[dict] = []
+    with native.SelfPlay(slow, num_simulations=64, games_per_worker=2, batch_size=4) as sp:
+        runner = threading.Thread(target=lambda: results.append(sp.run(1000)))
+        runner.start()
+        assert started.wait(10)
+        sp.close()  # returns only once run() has returned
+        assert not sp.running
+        runner.join(10)
+    assert results and results[0]["metrics"]["stopped"] and len(results[0]["moves"]) < 1000
+    assert sp.metrics["stopped"] and sp.metrics["batch_size"] == 4
+    with pytest.raises(RuntimeError, match="closed"):
+        sp.run(1)

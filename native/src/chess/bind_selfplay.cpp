@@ -9,10 +9,15 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chess/bind_parts.hpp"
@@ -34,8 +39,31 @@ struct PySelfPlay {
   std::unique_ptr<mc::SelfPlayEngine<Game>> engine;
   nb::object evaluator;  // None for the built-in uniform evaluator
   nb::object buffers[2];
+  nb::dict last_metrics;
+  std::atomic<bool> closed{false};
+  std::mutex run_mu;  // in_run is guarded by it; close() waits on run_cv
+  std::condition_variable run_cv;
+  bool in_run = false;
+  std::thread::id run_thread;
 
   nb::dict run(int num_games) {
+    if (closed.load()) throw std::runtime_error("SelfPlay is closed");
+    {
+      std::lock_guard<std::mutex> lk(run_mu);
+      if (in_run) throw std::runtime_error("SelfPlay.run() is already running (one run at a time)");
+      in_run = true;
+      run_thread = std::this_thread::get_id();
+    }
+    struct Done {
+      PySelfPlay& s;
+      ~Done() {
+        {
+          std::lock_guard<std::mutex> lk(s.run_mu);
+          s.in_run = false;
+        }
+        s.run_cv.notify_all();
+      }
+    } done{*this};
     nb::handle self_py = nb::find(this);
     mc::SelfPlayEngine<Game>::EvalFn fn;
     if (evaluator.is_none()) {
@@ -122,8 +150,20 @@ struct PySelfPlay {
     d["winner"] = bind::to_numpy(std::move(winner), {ng});
     d["moves"] = moves;
     d["termination"] = terminations;
-    d["metrics"] = metrics_dict(res.metrics);
+    last_metrics = metrics_dict(res.metrics);
+    d["metrics"] = last_metrics;
     return d;
+  }
+
+  // Stops a run going on in another thread and waits for it (from inside the
+  // evaluator it only stops); later runs raise.
+  void close() {
+    closed.store(true);
+    engine->stop();
+    nb::gil_scoped_release release;
+    std::unique_lock<std::mutex> lk(run_mu);
+    if (in_run && run_thread == std::this_thread::get_id()) return;
+    run_cv.wait(lk, [&] { return !in_run; });
   }
 
   nb::dict metrics_dict(const mc::SelfPlayMetrics& m) const {
@@ -141,6 +181,15 @@ struct PySelfPlay {
     d["batches"] = m.batches;
     d["simulations_per_s"] = static_cast<double>(m.simulations) / wall;
     d["positions_per_s"] = static_cast<double>(m.positions) / wall;
+    d["games_per_h"] = static_cast<double>(m.games) / wall * 3600.0;
+    d["batch_size_hist"] = m.batch_size_hist;
+    d["evaluator_wait_fraction"] = std::min(1.0, m.evaluator_wait_s / wall);
+    d["cache_hit_rate"] =
+        m.cache_lookups ? static_cast<double>(m.cache_hits) / static_cast<double>(m.cache_lookups) : 0.0;
+    d["num_workers"] = c.num_workers;
+    d["games_per_worker"] = c.games_per_worker;
+    d["leaves_per_game"] = c.leaves_per_game;
+    d["batch_size"] = c.batch_size;
     d["mean_batch_size"] = mean;
     d["mean_fill_ratio"] = mean / c.batch_size;
     d["queue_latency_p50_us"] = m.latency_p50_us;
@@ -163,6 +212,7 @@ int selfplay_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(s->evaluator.ptr());
   Py_VISIT(s->buffers[0].ptr());
   Py_VISIT(s->buffers[1].ptr());
+  Py_VISIT(s->last_metrics.ptr());
   return 0;
 }
 
@@ -171,6 +221,7 @@ int selfplay_clear(PyObject* self) {
   s->evaluator = nb::none();
   s->buffers[0] = nb::object();
   s->buffers[1] = nb::object();
+  s->last_metrics = nb::dict();
   return 0;
 }
 
@@ -187,14 +238,19 @@ void bind_selfplay(nb::module_& m) {
       .def(
           "__init__",
           [](PySelfPlay* self, nb::object evaluator, int num_simulations, int num_workers, int games_per_worker,
-             int leaves_per_game, int batch_size, std::int64_t timeout_us, float c_puct, float dirichlet_alpha,
-             float dirichlet_epsilon, float temperature, int temperature_moves, const std::string& policy,
-             int cache_size, std::uint64_t seed, nb::object planes_buffers) {
+             int leaves_per_game, int batch_size, std::int64_t timeout_us, bool flush_when_idle, int spin_us,
+             float c_puct, float dirichlet_alpha, float dirichlet_epsilon, float virtual_loss, float fpu_value,
+             float temperature, int temperature_moves, const std::string& policy, int cache_size,
+             std::uint64_t seed, nb::object planes_buffers) {
             mc::SelfPlayConfig cfg;
             cfg.search.num_simulations = num_simulations;
             cfg.search.c_puct = c_puct;
             cfg.search.dirichlet_alpha = dirichlet_alpha;
             cfg.search.dirichlet_epsilon = dirichlet_epsilon;
+            cfg.search.virtual_loss = virtual_loss;
+            cfg.search.fpu_value = fpu_value;
+            cfg.flush_when_idle = flush_when_idle;
+            cfg.spin_us = spin_us;
             cfg.num_workers = num_workers;
             cfg.games_per_worker = games_per_worker;
             cfg.leaves_per_game = leaves_per_game;
@@ -240,14 +296,22 @@ void bind_selfplay(nb::module_& m) {
           },
           "evaluator"_a.none(), nb::kw_only(), "num_simulations"_a = 100, "num_workers"_a = 1,
           "games_per_worker"_a = 1, "leaves_per_game"_a = 1, "batch_size"_a = 16, "timeout_us"_a = 1000,
-          "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 0.3f, "dirichlet_epsilon"_a = 0.25f, "temperature"_a = 1.0f,
+          "flush_when_idle"_a = true, "spin_us"_a = 0, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 0.3f,
+          "dirichlet_epsilon"_a = 0.25f, "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "temperature"_a = 1.0f,
           "temperature_moves"_a = 30, "policy"_a = "logits", "cache_size"_a = 1 << 12, "seed"_a = 0,
           "planes_buffers"_a.none() = nb::none())
       .def("run", &PySelfPlay::run, "num_games"_a,
            "Play num_games games from the initial position; returns samples (planes (N, 119, 8, 8), policy "
            "(N, 4672), value (N,), legal (N, 4672), game, ply), per game moves (UCI lists), termination, "
            "winner (0 white, 1 black, -1 draw), game_id, and metrics.")
-      .def("stop", [](PySelfPlay& s) { s.engine->stop(); });
+      .def("stop", [](PySelfPlay& s) { s.engine->stop(); }, "End the current run soon (any thread).")
+      .def("close", &PySelfPlay::close, "Stop and wait for a running run() to return; later runs raise.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](PySelfPlay& s, nb::handle, nb::handle, nb::handle) { s.close(); }, "exc_type"_a.none(),
+           "exc"_a.none(), "tb"_a.none())
+      .def_prop_ro("running", [](const PySelfPlay& s) { return s.engine->running(); })
+      .def_prop_ro("metrics", [](const PySelfPlay& s) { return s.last_metrics; }, "Metrics of the last run.")
+      .def_prop_ro("evaluator", [](const PySelfPlay& s) { return s.evaluator; });
 }
 
 }  // namespace meeple::chess
