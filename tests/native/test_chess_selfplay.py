@@ -127,3 +127,18 @@ def test_close_stops_a_running_selfplay_from_another_thread() -> None:
     assert sp.metrics["stopped"] and sp.metrics["batch_size"] == 4
     with pytest.raises(RuntimeError, match="closed"):
         sp.run(1)
+
+
+def test_planes_buffers_are_the_callers_arrays() -> None:
+    a, b = np.zeros((4, 119, 8, 8), np.float32), np.zeros((4, 119, 8, 8), np.float32)
+    seen: list[bool] = []
+
+    def evaluator(planes, legal):
+        seen.append(np.shares_memory(planes, a) or np.shares_memory(planes, b))
+        assert planes[:, 112:113].min() >= 0 and planes[:, :12].sum() > 0  # real positions
+        return np.zeros(legal.shape, np.float32), np.zeros(planes.shape[0], np.float32)
+
+    out = native.SelfPlay(evaluator, num_simulations=4, batch_size=4, planes_buffers=(a, b)).run(1)
+    assert seen and all(seen) and len(out["moves"]) == 1
+    with pytest.raises(ValueError, match="shape"):
+        native.SelfPlay(None, batch_size=4, planes_buffers=(a[:2], b))
