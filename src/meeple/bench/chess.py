@@ -1,6 +1,7 @@
 """Chess move generation speed: meeple's native perft against python-chess and OpenSpiel.
 
     python -m meeple.bench chess --out chess.json [--depth-offset 0] [--selfplay-games 8]
+                                 [--network-seconds 20]
 
 Every peer counts the same positions (start, Kiwipete, positions 3-6 of the Chess Programming
 Wiki's perft page) to the same depths, with the same algorithm: recursive legal move
@@ -12,8 +13,12 @@ published number. Rates are leaves per CPU second of this process (one core); me
 each count until it has run 0.3 s. A peer that does not import is reported as missing, with
 the command that installs it.
 
-A self-play row runs ``meeple_native.chess.SelfPlay`` (built-in uniform evaluator: no network)
-and reports positions/s, simulations/s and the queue's batch fill.
+Two self-play rows run ``meeple_native.chess.SelfPlay``: with the built-in uniform evaluator
+(no network: the engine's own speed), and with the default AlphaZero network
+(``conf/model/az_resnet.yaml``, 32 channels, 2 blocks, untrained) on CPU through
+``TorchEvaluator`` with the Connect Four phase's engine settings (2 workers x 16 games x 4
+leaves, batch 64, 32 simulations), stopped after ``--network-seconds``: positions/s, batch
+fill and evaluator idle share.
 """
 
 from __future__ import annotations
@@ -136,6 +141,34 @@ def _selfplay(games: int, simulations: int) -> dict[str, Any]:
     return out
 
 
+def _selfplay_network(seconds: float, simulations: int) -> dict[str, Any]:
+    """Self-play with the default AlphaZero network (conf/model/az_resnet.yaml: 32 channels,
+    2 blocks) on CPU and the Connect Four phase's engine settings, stopped after ``seconds``."""
+    import threading
+
+    from meeple.nets.az_resnet import build_az_resnet
+    from meeple.selfplay.evaluator import TorchEvaluator
+    from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, SelfPlay
+
+    net = build_az_resnet(tuple(PLANES_SHAPE), NUM_ACTIONS, channels=32, blocks=2).eval()
+    evaluator = TorchEvaluator(net)
+    batch = 64
+    sp = SelfPlay(evaluator, num_simulations=simulations, num_workers=2, games_per_worker=16,
+                  leaves_per_game=4, batch_size=batch, timeout_us=2000, seed=0,
+                  planes_buffers=evaluator.planes_buffers(batch, tuple(PLANES_SHAPE)))  # fmt: skip
+    timer = threading.Timer(seconds, sp.stop)
+    timer.start()
+    try:
+        m = sp.run(1_000_000)["metrics"]
+    finally:
+        timer.cancel()
+    keys = ("wall_s", "positions", "positions_per_s", "simulations_per_s", "evaluations", "mean_fill_ratio",
+            "evaluator_idle_fraction", "queue_latency_p50_us")  # fmt: skip
+    return {"network": "az_resnet channels=32 blocks=2 (CPU)", "num_simulations": simulations,
+            **{k: round(float(m[k]), 3) for k in keys},
+            "evaluations_per_s": round(m["evaluations"] / m["wall_s"], 1)}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m meeple.bench chess", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("chess.json"), help="JSON results file")
@@ -144,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                         "Kiwipete 4, position 3 5, positions 4-6 4)")  # fmt: skip
     p.add_argument("--selfplay-games", type=int, default=8, help="games for the self-play row (0 = skip)")
     p.add_argument("--simulations", type=int, default=64, help="MCTS simulations per move in self-play")
+    p.add_argument("--network-seconds", type=float, default=20.0,
+                   help="seconds of self-play with the default AlphaZero network on CPU (0 = skip; needs torch)")
     a = p.parse_args(argv)
     if a.depth_offset > 0:
         p.error("--depth-offset must be <= 0 (the published counts stored here end at the default depths)")
@@ -155,11 +190,18 @@ def main(argv: list[str] | None = None) -> int:
                 ratios[f"meeple/{peer} nodes_per_s"] = round(
                     res["meeple"]["nodes_per_s"] / res[peer]["nodes_per_s"], 1)
     selfplay = _selfplay(a.selfplay_games, a.simulations) if a.selfplay_games > 0 and res["meeple"]["ok"] else {}
+    network: dict[str, Any] = {}
+    if a.network_seconds > 0 and res["meeple"]["ok"]:
+        try:
+            network = _selfplay_network(a.network_seconds, 32)
+        except ImportError as e:
+            network = {"missing": f"torch does not import ({e})"}
     payload = {
         "benchmark": "chess",
         "perft": res,
         "ratios": ratios,
         "selfplay_uniform": selfplay,
+        "selfplay_network": network,
         "load_average_1m": os.getloadavg()[0],
         "cpu_count": os.cpu_count(),
         "git": git_state(),
@@ -178,5 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k}: {v}x")
     for k, v in selfplay.items():
         print(f"selfplay uniform {k}: {v}")
+    if network:
+        print(f"selfplay network: {network}")
     print(f"wrote {a.out}")
     return 0
