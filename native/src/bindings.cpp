@@ -162,6 +162,9 @@ void bind_search(nb::module_& m);
 namespace meeple::mj {
 void register_mahjong(nb::module_& parent);  // src/mahjong/bindings.cpp
 }
+namespace meeple::chess {
+void register_chess(nb::module_& parent);  // src/chess/bindings.cpp
+}
 
 NB_MODULE(_core, m) {
   m.doc() = "meeple native engines: Connect Four rules and an exact Connect Four solver.";
@@ -304,4 +307,5 @@ NB_MODULE(_core, m) {
 
   bind_search(m);
   meeple::mj::register_mahjong(m);  // submodule meeple_native._core.mahjong
+  meeple::chess::register_chess(m);  // submodule meeple_native._core.chess
 }

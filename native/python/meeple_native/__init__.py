@@ -3,7 +3,8 @@
 Connect Four rules (`Connect4`), an exact solver (`Solver`, `solve`, `analyze`,
 `best_moves`), PUCT Monte Carlo tree search (`MCTS`) and batched multi-threaded
 self-play (`SelfPlay`); the riichi mahjong engine is the `mahjong` submodule (used
-through the meeple_mahjong plugin, docs/mahjong_engine.md). See native/README.md for the observation planes, the
+through the meeple_mahjong plugin, docs/mahjong_engine.md); chess is ``meeple_native.chess``
+(docs/chess.md). See native/README.md for the observation planes, the
 score convention and the self-play thread model.
 """
 

@@ -32,5 +32,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.independent",
         "Independent DQN agents: env steps/s and updates/s, multi-process topology vs one sequential loop",
     ),
+    "chess": (
+        "meeple.bench.chess",
+        "chess perft nodes/s: native C++ vs python-chess and OpenSpiel (same positions and depths); self-play",
+    ),
 }
 BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias
