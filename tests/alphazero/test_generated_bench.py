@@ -11,7 +11,12 @@ import pytest
 
 import meeple_native as mn
 from meeple.errors import MeepleError
-from meeple.selfplay.connect4_bench import GENERATED, generate_benchmark, is_trivial, label_moves
+from meeple.phases.alphazero.connect4_bench import (
+    GENERATED,
+    generate_benchmark,
+    is_trivial,
+    label_moves,
+)
 from tests.conftest import SHARED_DATA, needs_shared
 
 

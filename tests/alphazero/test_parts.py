@@ -11,23 +11,23 @@ from tensordict import TensorDict
 
 import meeple_native as mn
 from meeple.errors import MeepleError
-from meeple.modules.alphazero import AlphaZeroModule, alphazero_loss
 from meeple.nets.az_resnet import AZResNet
-from meeple.selfplay.arena import (
+from meeple.phases.alphazero.arena import (
     MCTSPlayer,
     RandomPlayer,
     SolverPlayer,
     play_from_positions,
     play_match,
 )
-from meeple.selfplay.connect4_bench import (
+from meeple.phases.alphazero.connect4_bench import (
     GENERATED,
     generate_benchmark,
     load_benchmark,
     player_moves,
     policy_moves,
 )
-from meeple.selfplay.evaluator import TorchEvaluator
+from meeple.phases.alphazero.evaluator import TorchEvaluator
+from meeple.phases.alphazero.module import AlphaZeroModule, alphazero_loss
 
 END_GAME = GENERATED[0]
 assert END_GAME.name == "generated_end"
@@ -77,7 +77,7 @@ def test_a_training_step_moves_the_candidate_not_the_best(tmp_path):
 
 
 def test_mirrored_samples_equal_the_mirrored_game():
-    from meeple.data.selfplay import samples_to_tensordict
+    from meeple.phases.alphazero.data import samples_to_tensordict
 
     with mn.SelfPlay(None, num_simulations=16, games_per_worker=2, seed=3) as sp:
         out = sp.run(2)

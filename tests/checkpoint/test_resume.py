@@ -132,7 +132,7 @@ def test_corrupt_latest_falls_back_and_gates_are_verified_copies(compose, in_tmp
 
 def test_resume_without_env_snapshots_still_resumes_but_warns(compose, in_tmp, importable_tests,
                                                                 monkeypatch, caplog):
-    monkeypatch.setattr("meeple.phases.ppo.env_snapshots", lambda *args, **kwargs: None)  # a backend without them
+    monkeypatch.setattr("meeple.phases.ppo.build.env_snapshots", lambda *args, **kwargs: None)  # a backend without them
     overrides = [*BASE, "phase.total_frames=96", "tracking=none"]
     with pytest.raises(SimulatedCrash):
         train(compose([*overrides, *stop_after(2)]))

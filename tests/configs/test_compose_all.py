@@ -40,7 +40,7 @@ def test_compose_and_instantiate(compose, experiment, hardware):
 def check_stage_builds(stage):
     cfg = stage.cfg
     if cfg.phase.name == "dqn":  # independent learners: processes, not a Lightning Trainer
-        from meeple.multiagent.run import build_independent
+        from meeple.phases.dqn.run import build_independent
 
         run = build_independent(cfg)
         assert len(run.agents) >= 2 and len(run.state.models) == len(run.state.buffers) == len(run.agents)

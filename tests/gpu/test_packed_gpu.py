@@ -6,11 +6,11 @@ Needs only torch, lightning and warp-lang (no TorchRL or MLflow): runs on a bare
 import pytest
 import torch
 
-from meeple.data.packed_actor import collect_rollout
-from meeple.data.packed_buffer import PackedRolloutBuffer
-from meeple.data.sync_guard import no_host_sync
 from meeple.envs.goal_grid import make_goal_grid
 from meeple.nets.packed_cnn import PackedCNN
+from meeple.phases.packed_ppo.actor import collect_rollout
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
+from meeple.phases.packed_ppo.sync_guard import no_host_sync
 
 pytestmark = pytest.mark.gpu
 pytest.importorskip("warp")
@@ -77,8 +77,8 @@ def test_profiler_finds_no_device_to_host_copies_in_the_loop(renderer):
 def test_async_learner_overlaps_on_cuda_streams():
     import lightning as L
 
-    from meeple.data.packed_rollout import PackedRolloutDataModule
-    from meeple.modules.packed_ppo import PackedPPOModule
+    from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+    from meeple.phases.packed_ppo.module import PackedPPOModule
     from meeple.seeding import PhaseSeeds
 
     module = PackedPPOModule(

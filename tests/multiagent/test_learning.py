@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meeple.multiagent.run import build_independent, evaluate_run
+from meeple.phases.dqn.run import build_independent, evaluate_run
 
 LEARN = [
     "+experiment=independent_dqn",

@@ -8,9 +8,9 @@ from functools import partial
 
 import torch
 
-from meeple.modules.dqn import DQNSpec, make_dqn_model
-from meeple.multiagent.actor import sync_local_copies
-from meeple.multiagent.shared import SharedModel
+from meeple.phases.dqn.actor import sync_local_copies
+from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model
+from meeple.phases.dqn.shared import SharedModel
 from tests.multiagent.workers import fill, naive_publisher, publisher
 
 SPEC = DQNSpec(obs_dim=6, num_actions=3, hidden=(8, 8))

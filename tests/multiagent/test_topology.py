@@ -8,9 +8,9 @@ import psutil
 import pytest
 import torch
 
-from meeple.multiagent.run import build_independent
-from meeple.multiagent.shared import buffer_tensors
-from meeple.multiagent.topology import WorkerCrashedError
+from meeple.phases.dqn.run import build_independent
+from meeple.phases.dqn.shared import buffer_tensors
+from meeple.phases.dqn.topology import WorkerCrashedError
 from tests.multiagent.conftest import shm_leftovers, shm_mapped
 
 # simple_spread observation of agent i: [vel(2), pos(2), landmarks rel. to i (2N), others rel. to i (2(N-1)), comm]

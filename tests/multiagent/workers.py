@@ -6,8 +6,8 @@ import time
 
 import torch
 
-from meeple.multiagent.learner import run_learner
-from meeple.multiagent.shared import SharedModel
+from meeple.phases.dqn.learner import run_learner
+from meeple.phases.dqn.shared import SharedModel
 
 
 def crashing_learner(state, **kwargs) -> None:

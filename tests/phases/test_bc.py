@@ -16,7 +16,6 @@ from meeple.checkpoint.io import load_verified
 from meeple.checkpoint.retention import LATEST
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
-from meeple.config.schema import validate
 from meeple.errors import ConfigError, MeepleError
 from meeple.phases.bc.dataset import (
     META_FILE,
@@ -27,6 +26,7 @@ from meeple.phases.bc.dataset import (
 )
 from meeple.phases.bc.module import bc_loss, greedy_actions, masked_cross_entropy, warmup_cosine
 from meeple.phases.bc.record import discounted_returns, record
+from meeple.phases.registry import validate
 from meeple.tracking.keys import EVAL_RETURN
 from tests.checkpoint.helpers import SimulatedCrash
 from tests.conftest import REPO

@@ -7,8 +7,8 @@ import pytest
 from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
-from meeple.selfplay.arena import MCTSPlayer, play_match
-from meeple.selfplay.evaluator import TorchEvaluator
+from meeple.phases.alphazero.arena import MCTSPlayer, play_match
+from meeple.phases.alphazero.evaluator import TorchEvaluator
 
 SMALL = [
     "+experiment=connect4_alphazero", "seed=5", "tracking=none", "checkpoint=none", "callbacks.progress=null",

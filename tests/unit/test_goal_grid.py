@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from meeple.data.packed_buffer import PackedRolloutBuffer
 from meeple.envs import goal_grid
 from meeple.envs.goal_grid import make_goal_grid
 from meeple.envs.packed import packed_l1, unpack
 from meeple.envs.packed_env import PackedEnv
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 
 pytest.importorskip("warp")
 

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from meeple.data.packed_actor import collect_rollout
-from meeple.data.packed_buffer import PackedRolloutBuffer
-from meeple.data.sync_guard import HostSyncError, no_host_sync
 from meeple.envs.goal_grid import make_goal_grid
 from meeple.envs.packed import unpack
-from meeple.modules.packed_ppo import decoupled_clip_loss
 from meeple.nets.packed_cnn import CellPatches, PackedCNN
+from meeple.phases.packed_ppo.actor import collect_rollout
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
+from meeple.phases.packed_ppo.module import decoupled_clip_loss
+from meeple.phases.packed_ppo.sync_guard import HostSyncError, no_host_sync
 
 
 def test_buffer_shapes_and_bytes():

@@ -9,8 +9,8 @@ from torch import nn
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.modules import ValueOperator
 
-from meeple.modules.ppo import PPOModule
 from meeple.nets.actor_critic import build_actor_critic
+from meeple.phases.ppo.module import PPOModule
 
 OBS = Composite(observation=Unbounded(shape=(3,)))
 ACT = Categorical(n=4)

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from meeple.cli.train import build_run
-from meeple.config.schema import check_accelerator, validate
+from meeple.config.schema import check_accelerator
 from meeple.errors import ConfigError
+from meeple.phases.registry import validate
 
 
 @pytest.mark.parametrize(

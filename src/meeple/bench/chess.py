@@ -147,7 +147,7 @@ def _selfplay_network(seconds: float, simulations: int) -> dict[str, Any]:
     import threading
 
     from meeple.nets.az_resnet import build_az_resnet
-    from meeple.selfplay.evaluator import TorchEvaluator
+    from meeple.phases.alphazero.evaluator import TorchEvaluator
     from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, SelfPlay
 
     net = build_az_resnet(tuple(PLANES_SHAPE), NUM_ACTIONS, channels=32, blocks=2).eval()

@@ -6,9 +6,9 @@ Both train the agents of ``+experiment=independent_dqn`` (``overrides`` change i
 ``--steps`` env steps with the same update budget (``phase.updates_per_step`` per agent per env
 step after ``phase.learning_starts``):
 
-- ``topology``: :mod:`meeple.multiagent` (1 actor process + 1 learner process per agent,
+- ``topology``: :mod:`meeple.phases.dqn` (1 actor process + 1 learner process per agent,
   shared-memory models and buffers, publish/sync);
-- ``sequential``: :func:`meeple.multiagent.sequential.run_sequential`, one process acting and
+- ``sequential``: :func:`meeple.phases.dqn.sequential.run_sequential`, one process acting and
   then updating every agent in turn, with no shared memory, publish or sync.
 
 Rates are measured in steady state for the topology: env steps/s between the actor's first and
@@ -34,9 +34,9 @@ from omegaconf import OmegaConf
 
 from meeple.config.compose import compose_config
 from meeple.jsonio import write_json_atomic
-from meeple.multiagent.run import build_independent, dqn_kwargs
-from meeple.multiagent.sequential import run_sequential
-from meeple.multiagent.state import Report
+from meeple.phases.dqn.run import build_independent, dqn_kwargs
+from meeple.phases.dqn.sequential import run_sequential
+from meeple.phases.dqn.state import Report
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -85,8 +85,8 @@ def measure_topology(cfg) -> dict[str, Any]:
 
 
 def measure_sequential(cfg) -> dict[str, Any]:
-    from meeple.config.schema import validate
     from meeple.envs.pettingzoo import agent_specs, make_pettingzoo_env
+    from meeple.phases.registry import validate
 
     phase = validate(cfg)["phase"]
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)

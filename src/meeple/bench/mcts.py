@@ -96,8 +96,8 @@ def bench_selfplay(games: int, overrides: list[str]) -> dict[str, Any]:
     from hydra.utils import instantiate
 
     from meeple.config.compose import compose_config
-    from meeple.phases.alphazero import GAMES
-    from meeple.selfplay.evaluator import TorchEvaluator
+    from meeple.phases.alphazero.evaluator import TorchEvaluator
+    from meeple.phases.alphazero.games import GAMES
     from meeple_native import SelfPlay
 
     cfg = compose_config(["+experiment=connect4_alphazero", *overrides])

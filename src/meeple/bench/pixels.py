@@ -55,8 +55,8 @@ def timed(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int
 
 
 def bench_env(device: torch.device, num_envs: int, steps: int) -> dict[str, Any]:
-    from meeple.data.packed_buffer import PackedRolloutBuffer
     from meeple.envs.goal_grid import make_goal_grid, warp_available
+    from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 
     results: dict[str, Any] = {"num_envs": num_envs, "steps": steps}
     buffer = PackedRolloutBuffer(steps, num_envs, 2, device)
@@ -144,10 +144,10 @@ def bench_reward(device: torch.device, pairs: int, repeats: int) -> dict[str, An
 
 def _fit(device, num_envs, steps, mode, rollouts, minibatch, callbacks, ppo_epochs=2):
     """One Lightning fit of packed PPO on GoalGrid (no Hydra: runs where only torch is)."""
-    from meeple.data.packed_rollout import PackedRolloutDataModule
     from meeple.envs.goal_grid import make_goal_grid
-    from meeple.modules.packed_ppo import PackedPPOModule
     from meeple.nets.packed_cnn import PackedCNN
+    from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+    from meeple.phases.packed_ppo.module import PackedPPOModule
     from meeple.seeding import PhaseSeeds
 
     torch.manual_seed(0)
@@ -221,7 +221,7 @@ def bench_learn(
     modes: tuple[str, ...] = ("sync", "async"),
 ) -> dict[str, Any]:
     """Frames and seconds until greedy success >= 0.9 on 256 fresh episodes, sync vs async."""
-    from meeple.callbacks.packed_evaluation import PackedGreedyEvaluation
+    from meeple.phases.packed_ppo.evaluation import PackedGreedyEvaluation
 
     results: dict[str, Any] = {"num_envs": num_envs, "steps": steps, "target_success": 0.9}
     for mode in modes:

@@ -27,7 +27,7 @@ LINE_WIDTH = 80
 
 def shown_metrics(metrics: dict[str, Any], pl_module: Any) -> dict[str, Any]:
     """The bar's metrics under their short names, plus the per-minibatch values the module keeps
-    without calling self.log (see modules/base.py)."""
+    without calling self.log (see phases/base.py)."""
     shown = {SHOWN[k]: v for k, v in metrics.items() if k in SHOWN}
     for key, value in getattr(pl_module, "live", {}).items():
         shown[key] = f"{float(value):.3f}"

@@ -62,8 +62,10 @@ def main(cfg: DictConfig) -> float | None:
         gate = isinstance(err, GateFailed)
         print(f"meeple: {'' if gate else 'error: '}{err}", file=sys.stderr)
         sys.exit(EXIT_GATE if gate else EXIT_USAGE)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         if in_sweep:
             raise
-        print("meeple: interrupted; continue this run with the same command and resume=true", file=sys.stderr)
+        # Stage runners say what the user can do next (resume, or that nothing can be resumed).
+        hint = str(stop) or "continue this run with the same command and resume=true"
+        print(f"meeple: stopped by request; {hint}", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)

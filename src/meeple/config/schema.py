@@ -1,7 +1,7 @@
-"""Typed schemas for the config groups where a mistake is costly.
+"""Typed schemas shared by every run (hardware, transition) and the helpers phase schemas use.
 
-``validate(cfg)`` runs before any work: it checks each costly group against its
-dataclass (unknown keys, wrong types), then cross-field rules, and raises one
+Each phase kind keeps its own schema and checks in its package (``meeple.phases.<kind>.schema``);
+``meeple.phases.registry.validate`` runs them all before any work and raises one
 :class:`~meeple.errors.ConfigError` naming the key and what is accepted.
 """
 
@@ -34,113 +34,6 @@ class Hardware:
 
 
 @dataclass
-class Eval:
-    every_n_rollouts: int = 10
-    episodes: int = 20
-    max_steps: int = 1000
-
-
-@dataclass
-class Stop:
-    eval_return: float | None = None
-
-
-@dataclass
-class PPOLoss:
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2
-    entropy_coef: float = 0.01
-    critic_coef: float = 0.5
-    normalize_advantage: bool = True
-
-
-@dataclass
-class ReferenceKL:
-    coef: float = 0.0  # beta_0 in loss += beta_t * KL(pi || pi_ref); 0: off
-    anneal_fraction: float = 0.3  # beta_t falls linearly to 0 over this fraction of the rollouts
-
-
-@dataclass
-class PPOPhase:
-    name: str
-    module: Any
-    optimizer: Any
-    rollout_steps: int
-    total_frames: int
-    ppo_epochs: int
-    minibatch_size: int
-    lr: float
-    anneal_lr: bool
-    max_grad_norm: float | None
-    loss: PPOLoss = field(default_factory=PPOLoss)
-    eval: Eval = field(default_factory=Eval)
-    stop: Stop = field(default_factory=Stop)
-    reference_kl: ReferenceKL = field(default_factory=ReferenceKL)
-
-
-@dataclass
-class PackedPPOLoss(PPOLoss):
-    max_importance_weight: float = 2.0  # truncation of pi_prox / mu in the decoupled objective
-
-
-@dataclass
-class PackedStop:
-    success_rate: float | None = None
-
-
-@dataclass
-class PackedPPOPhase(PPOPhase):
-    """PPO on a packed-frame env (meeple.data.packed_rollout): sync or async double-buffered."""
-
-    mode: str = "sync"
-    max_policy_lag: int = 1
-    loss: PackedPPOLoss = field(default_factory=PackedPPOLoss)
-    stop: PackedStop = field(default_factory=PackedStop)
-
-
-@dataclass
-class AZGate:
-    games: int = 20
-    threshold: float = 0.55
-    num_simulations: int = 64
-    opening_moves: int = 4
-
-
-@dataclass
-class AZEval:
-    every_n_iterations: int = 1
-    agent_simulations: int = 64
-    mcts_games: int = 10
-    mcts_opponent_simulations: int = 200
-    solver_games: int = 10
-    mcts_positions: int = 100
-    benchmark_dir: str | None = None
-
-
-@dataclass
-class AlphaZeroPhase:
-    name: str
-    module: Any
-    optimizer: Any
-    game: str
-    iterations: int
-    games_per_iteration: int
-    train_steps: int
-    batch_size: int
-    replay_size: int
-    min_replay: int
-    augment_mirror: bool
-    lr: float
-    weight_decay: float
-    value_coef: float
-    max_grad_norm: float | None
-    selfplay: dict[str, Any]
-    gate: AZGate = field(default_factory=AZGate)
-    eval: AZEval = field(default_factory=AZEval)
-
-
-@dataclass
 class Gate:
     """Must hold for the previous stage's gate checkpoint before the next stage starts."""
 
@@ -169,59 +62,12 @@ class Transition:
 GATE_OPS = (">=", ">", "<=", "<")
 
 
-@dataclass
-class TargetUpdate:
-    kind: str = "soft"  # soft | hard
-    tau: float = 0.01  # soft: theta' <- (1 - tau) theta' + tau theta after every update
-    hard_interval: int = 500  # hard: copy theta -> theta' every this many updates
-
-
-@dataclass
-class Exploration:
-    eps_init: float = 1.0
-    eps_end: float = 0.05
-    annealing_steps: int = 20_000  # env steps of linear decay
-
-
-@dataclass
-class DQNEval:
-    episodes: int = 20
-
-
-@dataclass
-class DQNPhase:
-    """Independent DQN learners (meeple.multiagent): one learner process per agent, one actor."""
-
-    name: str
-    optimizer: Any
-    total_env_steps: int
-    learning_starts: int
-    batch_size: int
-    buffer_size: int
-    updates_per_step: float
-    publish_interval: int
-    sync_interval: int
-    write_interval: int
-    lr: float
-    max_grad_norm: float | None
-    gamma: float
-    double_dqn: bool
-    loss_function: str
-    hidden: list[int]
-    learner_device: str
-    stop_timeout_s: float
-    report_interval: int
-    target_update: TargetUpdate = field(default_factory=TargetUpdate)
-    exploration: Exploration = field(default_factory=Exploration)
-    eval: DQNEval = field(default_factory=DQNEval)
-
-
 # Keys of a phase node that belong to the stage around it, not to the phase kind's schema:
 # the callbacks the phase needs and its sizes under each debug mode.
 PHASE_ENVELOPE_KEYS = ("callbacks", "debug")
 
 
-def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
+def checked(cfg: DictConfig, key: str, schema: type) -> Any:
     """The group as a typed object; unknown keys and bad types become ConfigError."""
     node = cfg.get(key)
     if node is None:
@@ -240,150 +86,35 @@ def _checked(cfg: DictConfig, key: str, schema: type) -> Any:
         raise ConfigError(f"{where}: {msg} (accepted keys of {key}: {accepted})") from None
 
 
-def _require(ok: bool, key: str, value: Any, accepted: str) -> None:
+def require(ok: bool, key: str, value: Any, accepted: str) -> None:
     if not ok:
         raise ConfigError(f"{key}={value!r} is not allowed; accepted: {accepted}")
 
 
-def validate(cfg: DictConfig) -> dict[str, Any]:
-    """Check the composed config; return the typed groups (``hardware``, ``phase``, ``transition``)."""
-    hw: Hardware = _checked(cfg, "hardware", Hardware)
-    _require(hw.accelerator in ACCELERATORS, "hardware.accelerator", hw.accelerator, ", ".join(ACCELERATORS))
-    _require(hw.precision in PRECISIONS, "hardware.precision", hw.precision, ", ".join(PRECISIONS))
-    _require(
+def check_hardware(cfg: DictConfig) -> Hardware:
+    """The typed ``hardware`` group (unknown keys, types and values fail here)."""
+    hw: Hardware = checked(cfg, "hardware", Hardware)
+    require(hw.accelerator in ACCELERATORS, "hardware.accelerator", hw.accelerator, ", ".join(ACCELERATORS))
+    require(hw.precision in PRECISIONS, "hardware.precision", hw.precision, ", ".join(PRECISIONS))
+    require(
         hw.matmul_precision in MATMUL_PRECISIONS, "hardware.matmul_precision", hw.matmul_precision,
         ", ".join(MATMUL_PRECISIONS),
     )
     for name in ("devices", "torch_threads", "num_envs", "env_workers"):
-        _require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
-
-    from meeple.phases.registry import phase_kind
-
-    if cfg.get("phase") is None:
-        raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
-    kind = phase_kind(cfg.phase.get("name"))
-    phase = _checked(cfg, "phase", kind.schema)
-    kind.check(cfg, phase)
-    transition: Transition = _checked(cfg, "transition", Transition)
-    check_transition(transition)
-    return {"hardware": hw, "phase": phase, "transition": transition}
+        require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
+    return hw
 
 
 def check_transition(tr: Transition) -> None:
-    _require(all(isinstance(part, str) and part for part in tr.carry), "transition.carry", tr.carry,
+    require(all(isinstance(part, str) and part for part in tr.carry), "transition.carry", tr.carry,
              "a list of state-dict parts (e.g. [actor, critic]); [] carries nothing")
-    _require(tr.reset_optimizer, "transition.reset_optimizer", tr.reset_optimizer,
+    require(tr.reset_optimizer, "transition.reset_optimizer", tr.reset_optimizer,
              "true (stages build new optimisers; optimiser state does not carry across stages)")
-    _require(tr.warmup.epochs >= 0, "transition.warmup.epochs", tr.warmup.epochs, "an integer >= 0")
-    _require(0 < tr.warmup.start_fraction <= 1, "transition.warmup.start_fraction", tr.warmup.start_fraction,
+    require(tr.warmup.epochs >= 0, "transition.warmup.epochs", tr.warmup.epochs, "an integer >= 0")
+    require(0 < tr.warmup.start_fraction <= 1, "transition.warmup.start_fraction", tr.warmup.start_fraction,
              "a float in (0, 1]")
     if tr.gate is not None:
-        _require(tr.gate.op in GATE_OPS, "transition.gate.op", tr.gate.op, ", ".join(GATE_OPS))
-
-
-def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
-    for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
-        _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
-    _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
-    _require(0 < phase.loss.gamma <= 1, "phase.loss.gamma", phase.loss.gamma, "a float in (0, 1]")
-    _require(0 <= phase.loss.gae_lambda <= 1, "phase.loss.gae_lambda", phase.loss.gae_lambda, "a float in [0, 1]")
-    _require(phase.loss.clip_epsilon > 0, "phase.loss.clip_epsilon", phase.loss.clip_epsilon, "a float > 0")
-    _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
-             phase.max_grad_norm, "null or a float > 0")
-    if isinstance(phase, PackedPPOPhase):
-        _require(phase.reference_kl.coef == 0, "phase.reference_kl.coef", phase.reference_kl.coef,
-                 "0 (packed_ppo keeps no reference policy)")
-        _require(phase.mode in ("sync", "async"), "phase.mode", phase.mode, "sync, async")
-        _require(phase.max_policy_lag in (0, 1), "phase.max_policy_lag", phase.max_policy_lag,
-                 "0 or 1 (two rollout buffers)")
-        _require(phase.loss.max_importance_weight >= 1, "phase.loss.max_importance_weight",
-                 phase.loss.max_importance_weight, "a float >= 1")
-    _require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
-    _require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
-             phase.reference_kl.anneal_fraction, "a float in (0, 1]")
-    for name in ("every_n_rollouts", "episodes", "max_steps"):
-        _require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
-
-    env = cfg.get("env")
-    if env is None or "backend" not in env:
-        raise ConfigError("env.backend is missing; choose an env with env=<name>")
-    num_envs, num_workers = int(env.num_envs), int(env.num_workers)
-    _require(num_envs >= 1, "env.num_envs", num_envs, "an integer >= 1")
-    _require(num_workers >= 1, "env.num_workers", num_workers, "an integer >= 1")
-    frames = num_envs * num_workers * phase.rollout_steps
-    if phase.minibatch_size > frames:
-        raise ConfigError(
-            f"phase.minibatch_size={phase.minibatch_size} is larger than one rollout "
-            f"(env.num_envs * env.num_workers * phase.rollout_steps = {num_envs}*{num_workers}*"
-            f"{phase.rollout_steps} = {frames}); accepted: 1..{frames}"
-        )
-    if phase.total_frames < frames:
-        raise ConfigError(
-            f"phase.total_frames={phase.total_frames} is less than one rollout ({frames} frames); "
-            f"accepted: >= {frames}"
-        )
-
-
-def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
-    from meeple.phases.alphazero import GAMES
-
-    _require(phase.game in GAMES, "phase.game", phase.game, ", ".join(GAMES))
-    for name in ("iterations", "games_per_iteration", "train_steps", "batch_size", "replay_size"):
-        _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
-    _require(0 <= phase.min_replay <= phase.replay_size, "phase.min_replay", phase.min_replay,
-             f"an integer in [0, phase.replay_size={phase.replay_size}]")
-    _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
-    _require(phase.weight_decay >= 0, "phase.weight_decay", phase.weight_decay, "a float >= 0")
-    _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
-             phase.max_grad_norm, "null or a float > 0")
-    _require(phase.gate.games >= 0, "phase.gate.games", phase.gate.games, "an integer >= 0 (0: accept every candidate)")
-    _require(0 < phase.gate.threshold <= 1, "phase.gate.threshold", phase.gate.threshold, "a float in (0, 1]")
-    _require(phase.gate.num_simulations >= 1, "phase.gate.num_simulations", phase.gate.num_simulations,
-             "an integer >= 1")
-    _require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
-             "an integer >= 1")
-    accepted = _selfplay_options()
-    unknown = sorted(set(phase.selfplay) - accepted)
-    if unknown:
-        raise ConfigError(f"phase.selfplay.{unknown[0]} is not a self-play engine option; accepted: "
-                          f"{', '.join(sorted(accepted))}")
-
-
-def _selfplay_options() -> set[str]:
-    """Keyword options of ``meeple_native.SelfPlay`` that a config may set (from its signature line)."""
-    from meeple_native import SelfPlay
-
-    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
-    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
-    return names - {"seed", "planes_buffers"}  # set by the data module
-
-
-def check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
-    for name in ("total_env_steps", "batch_size", "buffer_size", "publish_interval", "sync_interval",
-                 "write_interval", "report_interval"):
-        _require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
-    _require(phase.learning_starts >= 0, "phase.learning_starts", phase.learning_starts, "an integer >= 0")
-    _require(phase.batch_size <= phase.buffer_size, "phase.batch_size", phase.batch_size,
-             f"1..phase.buffer_size ({phase.buffer_size})")
-    _require(phase.updates_per_step > 0, "phase.updates_per_step", phase.updates_per_step, "a float > 0")
-    _require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
-    _require(0 < phase.gamma <= 1, "phase.gamma", phase.gamma, "a float in (0, 1]")
-    _require(phase.loss_function in ("l2", "smooth_l1"), "phase.loss_function", phase.loss_function, "l2, smooth_l1")
-    _require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
-             phase.max_grad_norm, "null or a float > 0")
-    _require(len(phase.hidden) >= 1 and all(h >= 1 for h in phase.hidden), "phase.hidden", phase.hidden,
-             "a non-empty list of layer widths >= 1")
-    _require(phase.learner_device in ("auto", "cpu", "cuda", "mps") or phase.learner_device.startswith("cuda:"),
-             "phase.learner_device", phase.learner_device, "auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N, mps")
-    _require(phase.stop_timeout_s > 0, "phase.stop_timeout_s", phase.stop_timeout_s, "a float > 0 (seconds)")
-    tu, ex = phase.target_update, phase.exploration
-    _require(tu.kind in ("soft", "hard"), "phase.target_update.kind", tu.kind, "soft, hard")
-    _require(0 < tu.tau <= 1, "phase.target_update.tau", tu.tau, "a float in (0, 1]")
-    _require(tu.hard_interval >= 1, "phase.target_update.hard_interval", tu.hard_interval, "an integer >= 1")
-    for name in ("eps_init", "eps_end"):
-        _require(0 <= getattr(ex, name) <= 1, f"phase.exploration.{name}", getattr(ex, name), "a float in [0, 1]")
-    _require(ex.annealing_steps >= 1, "phase.exploration.annealing_steps", ex.annealing_steps, "an integer >= 1")
-    _require(phase.eval.episodes >= 1, "phase.eval.episodes", phase.eval.episodes, "an integer >= 1")
+        require(tr.gate.op in GATE_OPS, "transition.gate.op", tr.gate.op, ", ".join(GATE_OPS))
 
 
 def check_accelerator(hw: Hardware) -> None:

@@ -2,7 +2,7 @@
 
 A backend that keeps its state on the device (a GPU emulator, a Warp simulator)
 implements :class:`PackedEnv` and is named in ``env.factory`` (a ``_target_`` node);
-meeple's packed PPO pipeline (:mod:`meeple.data.packed_rollout`) then drives it
+meeple's packed PPO pipeline (:mod:`meeple.phases.packed_ppo.data`) then drives it
 without copies or host synchronisation:
 
 - ``step`` reads this step's actions from the rollout's action storage by offset and

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import DictConfig
+
 from meeple.errors import ConfigError
 
 
@@ -53,15 +55,18 @@ def _resolve(path: str) -> Callable[..., Any]:
 
 
 def _kinds() -> dict[str, PhaseKind]:
-    from meeple.config import schema as s
+    from meeple.phases.alphazero.schema import AlphaZeroPhase, check_alphazero
     from meeple.phases.bc.schema import BCPhase, check_bc
+    from meeple.phases.dqn.schema import DQNPhase, check_dqn
+    from meeple.phases.packed_ppo.schema import PackedPPOPhase, check_packed_ppo
+    from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
     kinds = [
-        PhaseKind("ppo", s.PPOPhase, s.check_ppo, build="meeple.phases.ppo:build_ppo"),
-        PhaseKind("packed_ppo", s.PackedPPOPhase, s.check_ppo, build="meeple.phases.packed_ppo:build_packed_ppo"),
-        PhaseKind("alphazero", s.AlphaZeroPhase, s.check_alphazero, build="meeple.phases.alphazero:build_alphazero"),
+        PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo"),
+        PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo"),
+        PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero"),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc"),
-        PhaseKind("dqn", s.DQNPhase, s.check_dqn, run="meeple.multiagent.run:run_dqn_stage"),
+        PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}
 
@@ -76,3 +81,18 @@ def phase_kind(name: Any) -> PhaseKind:
 
 def phase_kinds() -> list[str]:
     return list(_kinds())
+
+
+def validate(cfg: DictConfig) -> dict[str, Any]:
+    """Check one stage's config; return its typed groups (``hardware``, ``phase``, ``transition``)."""
+    from meeple.config.schema import Transition, check_hardware, check_transition, checked
+
+    hardware = check_hardware(cfg)
+    if cfg.get("phase") is None:
+        raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
+    kind = phase_kind(cfg.phase.get("name"))
+    phase = checked(cfg, "phase", kind.schema)
+    kind.check(cfg, phase)
+    transition: Transition = checked(cfg, "transition", Transition)
+    check_transition(transition)
+    return {"hardware": hardware, "phase": phase, "transition": transition}

@@ -21,9 +21,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from meeple.config.overrides import command_line_values
-from meeple.config.schema import validate
 from meeple.errors import ConfigError
-from meeple.phases.registry import PhaseKind, phase_kind
+from meeple.phases.registry import PhaseKind, phase_kind, validate
 
 STAGE_KEYS = ("phase", "transition")  # every stage has these; any other key patches the root
 

@@ -24,7 +24,7 @@ def optimal_share_key(bench: str, chooser: str, kind: str = "optimal") -> str:
     return f"eval/{bench}/{kind}_{chooser}"
 
 
-# Independent multi-agent runs (meeple.multiagent): one curve per agent, ``{agent}`` filled in by
+# Independent multi-agent runs (meeple.phases.dqn): one curve per agent, ``{agent}`` filled in by
 # agent_key. The un-namespaced keys above hold the mean over agents.
 AGENT_TRAIN_RETURN = "train/{agent}/episode_return"
 AGENT_EVAL_RETURN = "eval/{agent}/episode_return"

@@ -2,8 +2,8 @@
 optional value regression on the recorded return-to-go.
 
 ``actor`` and ``critic`` come from the same model factory as PPO (``conf/model``), so the state
-dict holds ``actor.*`` and ``critic.*`` exactly like :class:`meeple.modules.ppo.PPOModule` and
-the next phase loads them as they are. Optimisation is manual (as in ``modules/base.py``: one
+dict holds ``actor.*`` and ``critic.*`` exactly like :class:`meeple.phases.ppo.module.PPOModule` and
+the next phase loads them as they are. Optimisation is manual (as in ``phases/base.py``: one
 optimiser step per minibatch, the LR schedule stepped per step), and metrics are summed over
 the samples of an epoch and logged once at its end.
 """

@@ -16,8 +16,8 @@ import torch
 from hydra.utils import instantiate
 
 from meeple.envs.pettingzoo import AgentSpec
-from meeple.modules.dqn import DQNSpec, DQNUpdate, make_dqn_model
-from meeple.multiagent.state import Report, SharedRunState
+from meeple.phases.dqn.dqn import DQNSpec, DQNUpdate, make_dqn_model
+from meeple.phases.dqn.state import Report, SharedRunState
 from meeple.seeding import seed_process
 
 IDLE_S = 0.002  # sleep while waiting for data (keeps an idle learner off the CPU)

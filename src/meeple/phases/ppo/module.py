@@ -2,7 +2,7 @@
 
 The math lives in TorchRL's ``ClipPPOLoss`` and ``GAE``; this module owns the
 optimisation schedule and what is logged. Data arrives from
-:class:`meeple.data.rollout.RolloutDataModule`, which calls
+:class:`meeple.phases.ppo.data.RolloutDataModule`, which calls
 :meth:`compute_advantages` once per rollout and then yields minibatches.
 """
 
@@ -16,7 +16,7 @@ from tensordict import TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
-from meeple.modules.base import RolloutModule
+from meeple.phases.base import RolloutModule
 from meeple.tracking.keys import LOSS_TOTAL
 
 # Per-minibatch diagnostics from ClipPPOLoss, logged under train/.

@@ -7,15 +7,12 @@ from dataclasses import asdict
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.callbacks.alphazero import AlphaZeroGate
-from meeple.config.schema import AlphaZeroPhase
-from meeple.data.selfplay import SelfPlayDataModule
 from meeple.phases import PhaseParts
+from meeple.phases.alphazero.callbacks import AlphaZeroGate
+from meeple.phases.alphazero.data import SelfPlayDataModule
+from meeple.phases.alphazero.games import GAMES
+from meeple.phases.alphazero.schema import AlphaZeroPhase
 from meeple.seeding import Component, PhaseSeeds, seed_process
-from meeple_native import OBS_SHAPE, WIDTH
-
-# Native games AlphaZero can play: name -> (planes shape, number of actions).
-GAMES = {"connect4": (tuple(OBS_SHAPE), WIDTH)}
 
 
 def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:

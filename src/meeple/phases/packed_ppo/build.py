@@ -5,11 +5,11 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from meeple.data.packed_rollout import PackedRolloutDataModule
 from meeple.envs.packed_env import PackedEnv
 from meeple.errors import ConfigError
 from meeple.phases import PhaseParts
-from meeple.phases.ppo import build_ppo_module
+from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+from meeple.phases.ppo.build import build_ppo_module
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 

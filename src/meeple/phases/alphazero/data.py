@@ -24,8 +24,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import RandomSampler
 
+from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.seeding import Component, PhaseSeeds
-from meeple.selfplay.evaluator import TorchEvaluator
 from meeple.tracking import keys
 from meeple_native import OBS_SHAPE, SelfPlay
 

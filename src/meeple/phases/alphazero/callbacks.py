@@ -13,9 +13,8 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 
-from meeple.seeding import Component, PhaseSeeds
-from meeple.selfplay.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
-from meeple.selfplay.connect4_bench import (
+from meeple.phases.alphazero.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
+from meeple.phases.alphazero.connect4_bench import (
     MIDDLE,
     SETS,
     BenchmarkSet,
@@ -24,7 +23,8 @@ from meeple.selfplay.connect4_bench import (
     player_moves,
     policy_moves,
 )
-from meeple.selfplay.evaluator import TorchEvaluator
+from meeple.phases.alphazero.evaluator import TorchEvaluator
+from meeple.seeding import Component, PhaseSeeds
 from meeple.tracking import keys
 from meeple_native import Solver
 

@@ -30,10 +30,10 @@ from typing import Any
 import torch
 
 from meeple.errors import MeepleError
-from meeple.multiagent.state import Report, SharedRunState
+from meeple.phases.dqn.state import Report, SharedRunState
 
-ACTOR_TARGET = "meeple.multiagent.actor:run_actor"
-LEARNER_TARGET = "meeple.multiagent.learner:run_learner"
+ACTOR_TARGET = "meeple.phases.dqn.actor:run_actor"
+LEARNER_TARGET = "meeple.phases.dqn.learner:run_learner"
 POLL_S = 0.05
 log = logging.getLogger("meeple")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from meeple.data.packed_buffer import PackedRolloutBuffer
 from meeple.envs.packed_env import PackedEnv
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 
 
 def sample_actions(

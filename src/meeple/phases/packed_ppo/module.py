@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import torch
 
-from meeple.data.packed_buffer import PackedRolloutBuffer
-from meeple.modules.base import RolloutModule
+from meeple.phases.base import RolloutModule
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 from meeple.tracking.keys import LOSS_TOTAL
 
 log = logging.getLogger(__name__)

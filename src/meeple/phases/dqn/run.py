@@ -19,15 +19,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meeple.config.schema import DQNPhase, validate
 from meeple.envs.pettingzoo import AgentSpec, agent_specs, make_pettingzoo_env
 from meeple.errors import ConfigError
-from meeple.modules.dqn import DQNSpec, make_dqn_model
-from meeple.multiagent.evaluation import evaluate
-from meeple.multiagent.learner import update_budget
-from meeple.multiagent.shared import SharedModel, make_shared_buffer, transition_template
-from meeple.multiagent.state import Report, SharedRunState
-from meeple.multiagent.topology import IndependentTopology
+from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model
+from meeple.phases.dqn.evaluation import evaluate
+from meeple.phases.dqn.learner import update_budget
+from meeple.phases.dqn.schema import DQNPhase
+from meeple.phases.dqn.shared import SharedModel, make_shared_buffer, transition_template
+from meeple.phases.dqn.state import Report, SharedRunState
+from meeple.phases.dqn.topology import IndependentTopology
+from meeple.phases.registry import validate
 from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
 from meeple.tracking import keys
 
@@ -321,7 +322,7 @@ def run_dqn_stage(stage: Any, cfg: DictConfig, context: Any) -> tuple[dict[str, 
         status = "FINISHED"
     except KeyboardInterrupt:  # Ctrl-C: every worker has been stopped by now
         status = "KILLED"
-        raise
+        raise KeyboardInterrupt("every worker process has ended (phase=dqn keeps no checkpoints)") from None
     finally:
         if logger is not None:
             logger.finalize(status)

@@ -28,10 +28,10 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from meeple.data.packed_actor import collect_rollout
-from meeple.data.packed_buffer import PackedRolloutBuffer
 from meeple.envs.packed import rollout_bytes
 from meeple.envs.packed_env import PackedEnv
+from meeple.phases.packed_ppo.actor import collect_rollout
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 from meeple.seeding import Component, PhaseSeeds
 from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
 

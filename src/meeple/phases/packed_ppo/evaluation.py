@@ -8,8 +8,8 @@ import lightning as L
 import torch
 
 from meeple.callbacks.evaluation import evaluation_due
-from meeple.data.packed_buffer import PackedRolloutBuffer
 from meeple.envs.packed_env import PackedEnv
+from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 from meeple.seeding import Component
 from meeple.tracking.keys import EVAL_RETURN
 

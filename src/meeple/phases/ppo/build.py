@@ -7,11 +7,11 @@ from functools import partial
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.config.schema import PPOPhase
-from meeple.data.rollout import RolloutDataModule
 from meeple.envs.factory import batch_unit, env_snapshots, make_env
 from meeple.nets.compile import compile_networks
 from meeple.phases import PhaseParts
+from meeple.phases.ppo.data import RolloutDataModule
+from meeple.phases.ppo.schema import PPOPhase
 from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, seed_process
 

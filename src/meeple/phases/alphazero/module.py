@@ -1,7 +1,7 @@
 """AlphaZero: a policy/value network trained on its own MCTS self-play.
 
 ``net`` is the candidate being trained; ``best`` is a frozen copy that plays self-play
-and is replaced only when the candidate beats it (``meeple.callbacks.alphazero.AlphaZeroGate``).
+and is replaced only when the candidate beats it (``meeple.phases.alphazero.callbacks.AlphaZeroGate``).
 The loss is the AlphaZero one: cross-entropy between the search's visit distribution and
 the network policy, squared error between the game result and the value, plus an L2
 penalty on the weights.
@@ -16,7 +16,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from meeple.modules.base import RolloutModule
+from meeple.phases.base import RolloutModule
 from meeple.tracking.keys import LOSS_TOTAL
 
 ILLEGAL_LOGIT = -1.0e4  # masked logits: exp() underflows to 0, finite in 16-bit precision

@@ -15,10 +15,10 @@ import torch
 from hydra.utils import instantiate
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
-from meeple.config.schema import DQNPhase
 from meeple.envs.pettingzoo import AgentSpec
-from meeple.modules.dqn import DQNUpdate
-from meeple.multiagent.actor import MultiAgentActor
+from meeple.phases.dqn.actor import MultiAgentActor
+from meeple.phases.dqn.dqn import DQNUpdate
+from meeple.phases.dqn.schema import DQNPhase
 from meeple.seeding import seed_process
 
 

@@ -15,9 +15,9 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from meeple.envs.pettingzoo import AgentSpec, make_pettingzoo_env
-from meeple.modules.dqn import DQNSpec, make_dqn_model, make_exploration
-from meeple.multiagent.shared import SharedModel
-from meeple.multiagent.state import Report, SharedRunState
+from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model, make_exploration
+from meeple.phases.dqn.shared import SharedModel
+from meeple.phases.dqn.state import Report, SharedRunState
 
 
 def agent_transitions(td: TensorDictBase, agent: str) -> TensorDict:

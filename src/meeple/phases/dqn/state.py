@@ -11,7 +11,7 @@ from typing import Any
 
 from torchrl.data import TensorDictReplayBuffer
 
-from meeple.multiagent.shared import SharedModel
+from meeple.phases.dqn.shared import SharedModel
 
 
 class Report(StrEnum):

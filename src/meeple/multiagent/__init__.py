@@ -1,4 +1,0 @@
-"""Independent multi-agent training: one actor process, one learner process per agent.
-
-See docs/multiagent.md for the topology and its sync guarantees.
-"""

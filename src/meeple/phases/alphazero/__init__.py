@@ -1,0 +1,1 @@
+"""The alphazero phase: schema and checks, builder, module, data and callbacks (one place)."""

@@ -1,0 +1,1 @@
+"""The packed_ppo phase: schema and checks, builder, module, data and callbacks (one place)."""

@@ -1,0 +1,1 @@
+"""The ppo phase: schema and checks, builder, module, data and callbacks (one place)."""

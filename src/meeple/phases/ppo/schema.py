@@ -1,0 +1,92 @@
+"""Typed schema of conf/phase/ppo.yaml and its cross-field checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig
+
+from meeple.config.schema import require
+from meeple.errors import ConfigError
+
+
+@dataclass
+class Eval:
+    every_n_rollouts: int = 10
+    episodes: int = 20
+    max_steps: int = 1000
+
+
+@dataclass
+class Stop:
+    eval_return: float | None = None
+
+
+@dataclass
+class PPOLoss:
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_epsilon: float = 0.2
+    entropy_coef: float = 0.01
+    critic_coef: float = 0.5
+    normalize_advantage: bool = True
+
+
+@dataclass
+class ReferenceKL:
+    coef: float = 0.0  # beta_0 in loss += beta_t * KL(pi || pi_ref); 0: off
+    anneal_fraction: float = 0.3  # beta_t falls linearly to 0 over this fraction of the rollouts
+
+
+@dataclass
+class PPOPhase:
+    name: str
+    module: Any
+    optimizer: Any
+    rollout_steps: int
+    total_frames: int
+    ppo_epochs: int
+    minibatch_size: int
+    lr: float
+    anneal_lr: bool
+    max_grad_norm: float | None
+    loss: PPOLoss = field(default_factory=PPOLoss)
+    eval: Eval = field(default_factory=Eval)
+    stop: Stop = field(default_factory=Stop)
+    reference_kl: ReferenceKL = field(default_factory=ReferenceKL)
+
+
+def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
+    for name in ("rollout_steps", "total_frames", "ppo_epochs", "minibatch_size"):
+        require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
+    require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
+    require(0 < phase.loss.gamma <= 1, "phase.loss.gamma", phase.loss.gamma, "a float in (0, 1]")
+    require(0 <= phase.loss.gae_lambda <= 1, "phase.loss.gae_lambda", phase.loss.gae_lambda, "a float in [0, 1]")
+    require(phase.loss.clip_epsilon > 0, "phase.loss.clip_epsilon", phase.loss.clip_epsilon, "a float > 0")
+    require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
+             phase.max_grad_norm, "null or a float > 0")
+    require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
+    require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
+             phase.reference_kl.anneal_fraction, "a float in (0, 1]")
+    for name in ("every_n_rollouts", "episodes", "max_steps"):
+        require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
+
+    env = cfg.get("env")
+    if env is None or "backend" not in env:
+        raise ConfigError("env.backend is missing; choose an env with env=<name>")
+    num_envs, num_workers = int(env.num_envs), int(env.num_workers)
+    require(num_envs >= 1, "env.num_envs", num_envs, "an integer >= 1")
+    require(num_workers >= 1, "env.num_workers", num_workers, "an integer >= 1")
+    frames = num_envs * num_workers * phase.rollout_steps
+    if phase.minibatch_size > frames:
+        raise ConfigError(
+            f"phase.minibatch_size={phase.minibatch_size} is larger than one rollout "
+            f"(env.num_envs * env.num_workers * phase.rollout_steps = {num_envs}*{num_workers}*"
+            f"{phase.rollout_steps} = {frames}); accepted: 1..{frames}"
+        )
+    if phase.total_frames < frames:
+        raise ConfigError(
+            f"phase.total_frames={phase.total_frames} is less than one rollout ({frames} frames); "
+            f"accepted: >= {frames}"
+        )
