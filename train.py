@@ -3,6 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
+from meeple.cli.compose_errors import one_line_config_errors
 from meeple.cli.train import main as train_main
 
 
@@ -12,4 +13,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    with one_line_config_errors():  # an unknown option or a malformed override: one line, exit 2
+        main()

@@ -11,3 +11,7 @@ class ConfigError(MeepleError, ValueError):
 
 class PluginNotFoundError(ConfigError, LookupError):
     """An env backend named in the config is not installed."""
+
+
+class GateFailed(MeepleError):
+    """A stage's result did not pass the gate of the transition into the next stage."""

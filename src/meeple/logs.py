@@ -44,8 +44,8 @@ def quiet_library_output() -> None:
         logger = logging.getLogger(name)
         if _TIP_FILTER not in logger.filters:
             logger.addFilter(_TIP_FILTER)
-    import torchrl  # noqa: F401  (configures the "torchrl" logger and its coloured handler on import)
-
+    if "torchrl" not in sys.modules:
+        return  # torchrl sets its coloured handler when imported: the stage calls this again then
     for handler in logging.getLogger("torchrl").handlers:
         stream = getattr(handler, "stream", None)
         if stream is not None and not is_terminal(stream):

@@ -20,8 +20,7 @@ from meeple.checkpoint.io import load_verified
 from meeple.checkpoint.retention import LATEST
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
-from meeple.errors import ConfigError
-from meeple.pipeline.transition import GateFailed
+from meeple.errors import ConfigError, GateFailed
 from tests.checkpoint.helpers import SimulatedCrash
 from tests.checkpoint.test_resume import assert_same, histories, learning
 from tests.conftest import REPO

@@ -69,8 +69,35 @@ def test_user_errors_are_one_clear_line(tmp_path, args, message):
 
 def test_unknown_env_lists_installed_envs(tmp_path):
     done = train(tmp_path, "env=nope")
-    assert done.returncode != 0
-    assert "cartpole" in done.stderr and "gym" in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "Could not find 'env/nope'; accepted: cartpole, connect4" in done.stderr
+    assert done.stderr.count("\n") == 1  # one line, no search-path dump
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["phase=alphazero"], "does not fit phase=alphazero; accepted: a model built by meeple.nets.az_resnet"),
+        (["model=az_resnet"], "change model= with phase= (e.g. model=mlp)"),
+        (["phase=dqn"], "env.backend='gym' is not allowed; accepted: pettingzoo"),
+        (["seed=abc"], "seed='abc' is not allowed; accepted: null (drawn from os.urandom) or an integer"),
+        (["seed=-1"], "seed=-1 is not allowed"),
+        (["checkpoint.keep=0"], "checkpoint.keep=0 is not allowed; accepted: an integer >= 1"),
+        (["checkpoint.every_n_rollouts=0"], "checkpoint.every_n_rollouts=0 is not allowed"),
+        (["env.num_envs=1.5"], "env.num_envs=1.5 is not allowed; accepted: an integer >= 1"),
+        (["phase.lr=abc"], "phase.lr='abc' is not allowed; accepted: a float"),
+        (["phase.nokey=3"], "Could not override 'phase.nokey'"),
+        (["+experiment=cartpole_bc_ppo", "pipeline.stages.ppo.phase.lr=-1"], "stage 'ppo': phase.lr=-1.0 is not allowed"),
+    ],
+)
+def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, args, message):
+    done = subprocess.run([sys.executable, "-X", "importtime", TRAIN, *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert errors == [f"meeple: error: {errors[0].removeprefix('meeple: error: ')}"] and message in errors[0]
+    assert not any(line.endswith(("| torch", "| lightning", "| torchrl")) for line in done.stderr.splitlines())
+    assert not (tmp_path / "outputs" / "runs").exists() and not (tmp_path / "outputs" / "mlflow.db").exists()
 
 
 def test_multiprocess_collection(tmp_path):

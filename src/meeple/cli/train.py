@@ -9,7 +9,7 @@ import warnings
 
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.errors import MeepleError
+from meeple.errors import GateFailed, MeepleError
 
 log = logging.getLogger("meeple")
 
@@ -39,9 +39,12 @@ def build_run(cfg: DictConfig, *, check_hardware: bool = True):
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train as configured; return the final value of every metric of the last stage."""
+    from meeple.pipeline.plan import plan_run
+
+    plan = plan_run(cfg)  # config mistakes end here, before torch is imported
     from meeple.pipeline.runner import run_experiment
 
-    return run_experiment(cfg)
+    return run_experiment(cfg, plan)
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -57,8 +60,6 @@ def main(cfg: DictConfig) -> float | None:
     except MeepleError as err:
         if in_sweep:
             raise  # a sweep trial: the sweeper records it FAIL with this message and goes on
-        from meeple.pipeline.transition import GateFailed
-
         gate = isinstance(err, GateFailed)
         print(f"meeple: {'' if gate else 'error: '}{err}", file=sys.stderr)
         sys.exit(EXIT_GATE if gate else EXIT_USAGE)

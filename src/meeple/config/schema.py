@@ -7,6 +7,7 @@ Each phase kind keeps its own schema and checks in its package (``meeple.phases.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,9 +82,19 @@ def checked(cfg: DictConfig, key: str, schema: type) -> Any:
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         where = f"{key}.{err.full_key}" if getattr(err, "full_key", None) else key
-        accepted = ", ".join(f.name for f in schema.__dataclass_fields__.values())
         msg = str(err).splitlines()[0]
+        wanted = _CONVERSION.search(msg) or _BOOL.search(msg)
+        if wanted is not None:  # a value of the wrong type: say which type is accepted
+            kind = _TYPE_NAMES.get(wanted.group(2), wanted.group(2).lower())
+            raise ConfigError(f"{where}={wanted.group(1)!r} is not allowed; accepted: {kind}") from None
+        accepted = ", ".join(f.name for f in schema.__dataclass_fields__.values())
         raise ConfigError(f"{where}: {msg} (accepted keys of {key}: {accepted})") from None
+
+
+# OmegaConf: "Value 'abc' of type 'str' could not be converted to Float"
+_CONVERSION = re.compile(r"Value '(.*)' of type '\w+' could not be converted to (\w+)")
+_BOOL = re.compile(r"Value '(.*)' is not a valid (bool)")
+_TYPE_NAMES = {"bool": "true or false", "Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 
 
 def require(ok: bool, key: str, value: Any, accepted: str) -> None:

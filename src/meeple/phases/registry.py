@@ -33,6 +33,8 @@ class PhaseKind:
     check: Callable[[Any, Any], None]
     build: str | None = None
     run: str | None = None
+    models: tuple[str, ...] = ()  # model `_target_`s the phase can build on (empty: it takes none)
+    model_hint: str = ""  # a model= option that fits, for the error message
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -61,11 +63,16 @@ def _kinds() -> dict[str, PhaseKind]:
     from meeple.phases.packed_ppo.schema import PackedPPOPhase, check_packed_ppo
     from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
+    actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
-        PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo"),
-        PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo"),
-        PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero"),
-        PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc"),
+        PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
+                  model_hint="mlp"),
+        PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
+                  models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
+        PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
+                  models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet"),
+        PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
+                  model_hint="mlp"),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}
@@ -91,8 +98,19 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("phase") is None:
         raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
     kind = phase_kind(cfg.phase.get("name"))
+    _check_model(cfg, kind)
     phase = checked(cfg, "phase", kind.schema)
     kind.check(cfg, phase)
     transition: Transition = checked(cfg, "transition", Transition)
     check_transition(transition)
     return {"hardware": hardware, "phase": phase, "transition": transition}
+
+
+def _check_model(cfg: DictConfig, kind: PhaseKind) -> None:
+    """A model group that the phase cannot build on names the group to change with it."""
+    target = (cfg.get("model") or {}).get("_target_")
+    if kind.models and target not in kind.models:
+        raise ConfigError(
+            f"model {target!r} does not fit phase={kind.name}; accepted: a model built by "
+            f"{' or '.join(kind.models)}: change model= with phase= (e.g. model={kind.model_hint})"
+        )

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig
 
+from meeple.logs import quiet_library_output
 from meeple.phases.registry import phase_kind
 from meeple.seeding import Component, PhaseSeeds, seed_process
 from meeple.tracking.keys import EVAL_RETURN
@@ -59,6 +60,7 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
     progress = build.callbacks.get("progress")
     if progress is not None and hasattr(progress, "stage_label"):
         progress.stage_label = label
+    quiet_library_output()  # now that the phase imported torchrl
     seed_process(build.seeds.seed(Component.DATA))  # action sampling in the collector
     kwargs = dict(build.trainer_kwargs)
     if checkpoints is not None:  # Lightning's checkpointing, through meeple's CheckpointIO and callback

@@ -53,6 +53,7 @@ class Plan:
 
 def plan_run(cfg: DictConfig) -> Plan:
     """The validated stages of ``cfg`` (raises ConfigError naming the stage and key)."""
+    _check_run_keys(cfg)
     pipeline = cfg.get("pipeline")
     if pipeline is None:
         stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {})]
@@ -69,6 +70,24 @@ def plan_run(cfg: DictConfig) -> Plan:
         raise ConfigError(f"pipeline.start={order[start]!r} comes after pipeline.stop={order[stop]!r}; "
                           f"accepted: a start at or before the stop in {order}")
     return Plan(stages, start, stop)
+
+
+def _check_run_keys(cfg: DictConfig) -> None:
+    seed = cfg.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise ConfigError(f"seed={seed!r} is not allowed; accepted: null (drawn from os.urandom) or an integer "
+                          "in [0, 2**63)")
+    for key in ("resume",):
+        if not isinstance(cfg.get(key), bool):
+            raise ConfigError(f"{key}={cfg.get(key)!r} is not allowed; accepted: true, false")
+    ckpt = cfg.get("checkpoint") or {}
+    if ckpt.get("enabled"):
+        for key in ("keep", "every_n_rollouts"):
+            value = ckpt.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"checkpoint.{key}={value!r} is not allowed; accepted: an integer >= 1")
+        if ckpt.get("mode") not in ("max", "min"):
+            raise ConfigError(f"checkpoint.mode={ckpt.get('mode')!r} is not allowed; accepted: max, min")
 
 
 def _check_starts(stages: list[Stage]) -> None:

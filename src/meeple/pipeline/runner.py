@@ -20,9 +20,9 @@ from meeple.checkpoint.io import copy_verified
 from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
 from meeple.checkpoint.session import RunSession, read_done, start_session
 from meeple.config.schema import check_accelerator
-from meeple.errors import ConfigError
+from meeple.errors import ConfigError, GateFailed
 from meeple.pipeline.plan import Plan, Stage, plan_run
-from meeple.pipeline.transition import GateFailed, StageStart, open_start
+from meeple.pipeline.transition import StageStart, open_start
 from meeple.seeding import PhaseSeeds, resolve_master_seed
 
 log = logging.getLogger("meeple")
@@ -40,9 +40,10 @@ class StageContext:
     count: int  # stages in the pipeline
 
 
-def run_experiment(cfg: DictConfig) -> dict[str, float]:
-    """Train as configured; return the final metrics of the last stage run."""
-    plan = plan_run(cfg)  # every stage validated before any work
+def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float]:
+    """Train as configured (``plan``: ``plan_run(cfg)``, every stage validated before any work);
+    return the final metrics of the last stage run."""
+    plan = plan or plan_run(cfg)
     for stage in plan.stages[plan.start : plan.stop + 1]:
         check_accelerator(stage.typed["hardware"])
     session = start_session(cfg, stages=[s.name for s in plan.stages])

@@ -23,16 +23,12 @@ from meeple.checkpoint.callback import gate_path, load_gate
 from meeple.checkpoint.io import CheckpointError, write_text_atomic
 from meeple.checkpoint.run_dir import RunDirectory
 from meeple.config.schema import Gate, Transition
-from meeple.errors import ConfigError, MeepleError
+from meeple.errors import ConfigError, GateFailed
 
 log = logging.getLogger(__name__)
 
 _OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 GATE_RECORD = "gate.json"
-
-
-class GateFailed(MeepleError):
-    """A stage's result did not pass the gate of the transition into the next stage."""
 
 
 @dataclass

@@ -7,11 +7,11 @@ from dataclasses import asdict
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.phases import PhaseParts
 from meeple.phases.alphazero.callbacks import AlphaZeroGate
 from meeple.phases.alphazero.data import SelfPlayDataModule
 from meeple.phases.alphazero.games import GAMES
 from meeple.phases.alphazero.schema import AlphaZeroPhase
+from meeple.phases.parts import PhaseParts
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 

@@ -15,12 +15,12 @@ from meeple.checkpoint.actor import checkpoint_file
 from meeple.envs.factory import batch_unit, make_env
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
-from meeple.phases import PhaseParts
 from meeple.phases.bc.data import DemonstrationDataModule
 from meeple.phases.bc.dataset import DatasetError, Demonstrations, load_demonstrations
 from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, BCModule
 from meeple.phases.bc.record import checkpoint_policy, record_to, scripted_policy
 from meeple.phases.bc.schema import BCPhase, BCRecord
+from meeple.phases.parts import PhaseParts
 from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, seed_process
 

@@ -58,6 +58,10 @@ class DQNPhase:
 
 
 def check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
+    backend = (cfg.get("env") or {}).get("backend")
+    require(backend == "pettingzoo", "env.backend", backend,
+            "pettingzoo: phase=dqn needs a multi-agent env; change env= with phase= (env=mpe_spread, or "
+            "+experiment=independent_dqn)")
     for name in ("total_env_steps", "batch_size", "buffer_size", "publish_interval", "sync_interval",
                  "write_interval", "report_interval"):
         require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")

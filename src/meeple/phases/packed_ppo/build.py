@@ -7,8 +7,8 @@ from omegaconf import DictConfig
 
 from meeple.envs.packed_env import PackedEnv
 from meeple.errors import ConfigError
-from meeple.phases import PhaseParts
 from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.build import build_ppo_module
 from meeple.seeding import Component, PhaseSeeds, seed_process
 

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from meeple.envs.factory import batch_unit, env_snapshots, make_env
 from meeple.nets.compile import compile_networks
-from meeple.phases import PhaseParts
+from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule
 from meeple.phases.ppo.schema import PPOPhase
 from meeple.plugins.registry import load_backend

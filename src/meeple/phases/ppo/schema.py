@@ -75,6 +75,9 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     env = cfg.get("env")
     if env is None or "backend" not in env:
         raise ConfigError("env.backend is missing; choose an env with env=<name>")
+    for key in ("num_envs", "num_workers"):
+        value = env.get(key)
+        require(isinstance(value, int) and not isinstance(value, bool), f"env.{key}", value, "an integer >= 1")
     num_envs, num_workers = int(env.num_envs), int(env.num_workers)
     require(num_envs >= 1, "env.num_envs", num_envs, "an integer >= 1")
     require(num_workers >= 1, "env.num_workers", num_workers, "an integer >= 1")
