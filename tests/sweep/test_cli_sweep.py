@@ -122,3 +122,33 @@ def test_a_sweep_whose_every_trial_failed_exits_non_zero(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("default").experiment_id])
     (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
     assert parent.info.status == "FAILED" and parent.data.metrics["trials_fail"] == 2
+
+
+def pipeline_sweep(cwd, *args, returncode=0):
+    cwd.mkdir()
+    done = subprocess.run(
+        [sys.executable, TRAIN, "-m", "+experiment=cartpole_bc_ppo", "hydra/sweeper=meeple_optuna",
+         "debug=tiny", "callbacks.progress=null", "hydra.sweeper.study_name=bc_ppo", "hydra.sweeper.n_trials=2",
+         "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=1",
+         "pipeline.stages.ppo.phase.lr=choice(0.001,0.002)", f"tracking.uri=sqlite:///{cwd}/mlflow.db",
+         f"hydra.sweeper.storage=sqlite:///{cwd}/optuna.db", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == returncode, (done.stdout + done.stderr)[-4000:]
+    return optuna.load_study(study_name="bc_ppo", storage=f"sqlite:///{cwd}/optuna.db")
+
+
+def test_sweep_over_a_pipeline_uses_the_last_stage_and_fails_trials_at_a_gate(tmp_path):
+    study = pipeline_sweep(tmp_path / "ok")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/ok/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("cartpole_bc_ppo").experiment_id])
+    for trial in study.trials:  # the objective is the last stage's greedy return
+        (stage,) = [r for r in runs if r.data.tags.get("meeple.stage") == "ppo"
+                    and r.data.tags.get("optuna_trial") == str(trial.number)]
+        assert trial.value == stage.data.metrics["eval/episode_return"]
+
+    gated = pipeline_sweep(tmp_path / "gated", "pipeline.stages.ppo.debug.tiny.transition.gate.threshold=10000",
+                           returncode=1)
+    assert [t.state.name for t in gated.trials] == ["FAIL"] * 2
+    assert all("gate failed: phase 0 (bc)" in t.user_attrs["error"] for t in gated.trials)
