@@ -1,5 +1,6 @@
 """Bad input and faults: each costs only its own request or connection, never the server."""
 
+import itertools
 import os
 import signal
 import socket
@@ -9,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from meeple.transport import protocol as P
@@ -90,6 +91,17 @@ def test_truncated_frames_drop_only_that_connection(driven):
     hello(s)
     s.sendall(P.HEADER.pack(MsgType.STEP, 9, 8) + b"\0\0")
     expect_error(s, ErrorCode.MALFORMED, "truncated frame")
+    keeps_serving(client)
+
+
+def test_a_stalled_header_times_out_and_closes_only_that_connection(driven):
+    server, client = driven
+    s = raw(server.address)
+    hello(s)
+    s.sendall(P.HEADER.pack(MsgType.STEP, 9, 8)[:3])  # 3 bytes of a header, then silence
+    keeps_serving(client)  # served while that connection stalls
+    expect_error(s, ErrorCode.MALFORMED, "3 of 9 header bytes, then nothing for 1.0 s")
+    assert closed(s)
     keeps_serving(client)
 
 
@@ -196,6 +208,33 @@ def test_fuzz_random_bytes_never_crash_or_leak(fuzz_server, junk, hello_first):
             pass
     except (ConnectionError, TimeoutError):
         pass
+    finally:
+        s.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    frames=st.lists(
+        st.tuples(st.sampled_from(list(MsgType)), st.binary(max_size=24)), min_size=1, max_size=3
+    ),
+    cut=st.integers(1, 60),
+)
+def test_fuzz_frames_cut_short_then_silence_are_timed_out(fuzz_server, frames, cut):
+    """Valid-looking frames cut anywhere, and the client stays connected: the frame timeout
+    (not the client) must end the connection."""
+    chunks = [P.encode_frame(MsgType.HELLO, 1, P.encode_hello_request())]
+    chunks += [P.encode_frame(t, i, body) for i, (t, body) in enumerate(frames, 2)]
+    data = b"".join(chunks)
+    end = len(data) - cut % len(data)
+    assume(end not in itertools.accumulate(map(len, chunks)))  # whole frames may idle forever
+    s = raw(fuzz_server.address)
+    s.settimeout(10)
+    try:
+        s.sendall(data[:end])
+        while s.recv(4096):
+            pass
+    except (ConnectionError, TimeoutError) as err:
+        assert not isinstance(err, TimeoutError), "a stalled frame was never timed out"
     finally:
         s.close()
 
