@@ -1,10 +1,14 @@
 """Bad input and faults: each costs only its own request or connection, never the server."""
 
+import contextlib
 import itertools
+import json
 import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,7 +19,7 @@ from hypothesis import strategies as st
 
 from meeple.transport import protocol as P
 from meeple.transport.client import connect
-from meeple.transport.launch import ServerProcess
+from meeple.transport.launch import READY, ServerProcess
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.shm import pid_alive
 from tests.transport.conftest import COUNTER, FAULTY, client_for, serving, socket_path
@@ -316,21 +320,57 @@ def test_signals_remove_socket_file_segment_and_workers(sig):
     assert not any(pid_alive(p) for p in workers)
 
 
-def test_killed_worker_gives_a_clear_error():
-    with serving(COUNTER, "shm", num_envs=2, num_workers=2) as server:
-        client = connect("shm", server.address, timeout_s=20)
+@pytest.mark.parametrize("transport", ["shm", "socket"])
+def test_a_killed_worker_shuts_the_server_down_loudly_and_is_reaped(transport, caplog):
+    with serving(COUNTER, transport, num_envs=4, num_workers=2) as server:
+        client = connect(transport, server.address, timeout_s=20)
         client.reset(0)
-        os.kill(client.channel._pids[1], signal.SIGKILL)
-        start = time.monotonic()
-        with pytest.raises(ProtocolError, match=r"env server worker 1 \(pid \d+\) died"):
+        victim = server.slots.procs[1].pid
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(ProtocolError, match=rf"worker 1 \(pid {victim}\) died|gone"):
             for t in range(100_000):
-                client.step(np.full(2, (t % 5 + 1) % 4))
-        assert time.monotonic() - start < 10
+                client.step(np.full(4, (t % 5 + 1) % 4))
+        deadline = time.monotonic() + 20
+        while server.failure is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.failure.startswith(f"env worker 1 (pid {victim}) was killed by SIGKILL")
+        assert f"env worker 1 (pid {victim}) was killed by SIGKILL" in caplog.text
+        assert not os.path.exists(f"/proc/{victim}"), "the dead worker is left a zombie"
+        assert not any(pid_alive(p.pid) for p in server.slots.procs), "workers outlive it"
+        with pytest.raises(ConnectionError, match="cannot connect"):
+            connect(transport, server.address, timeout_s=5)  # later clients: refused at once
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def test_python_m_meeple_serve_exits_naming_a_killed_worker():
+    address = socket_path()
+    cmd = [sys.executable, "-m", "meeple.serve", "--env-json", json.dumps(COUNTER)]
+    cmd += ["transport=shm", f"transport.address={address}", "num_envs=4"]
+    proc = subprocess.Popen(
+        [*cmd, "transport.num_workers=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().startswith(READY)
+        client = connect("shm", address, timeout_s=20)
+        client.reset(0)
+        victim = client.channel._pids[0]
+        os.kill(victim, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+        err = proc.stderr.read()
+        line = f"meeple: error: env worker 0 (pid {victim}) was killed by SIGKILL; the env server"
+        assert line in err and "Traceback" not in err, err
+        assert not os.path.exists(address), "the socket file is removed"
+        with pytest.raises(ProtocolError, match=f"worker 0 \\(pid {victim}\\) died"):
+            client.step(np.full(4, 1))
         client.control.sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_new_server_sweeps_what_dead_servers_left():
-    import subprocess
 
     from meeple.transport.launch import STALE_SOCKET_S, default_folder
     from meeple.transport.protocol import Spaces

@@ -150,7 +150,7 @@ def make_remote_env(
     # the server side of this config: waits and limits
     extra = [
         f"transport.{key}={transport_cfg[key]}"
-        for key in ("spin_us", "yield_us", "max_body", "timeout_s")
+        for key in ("spin_us", "yield_us", "max_body", "timeout_s", "frame_timeout_s")
         if key in transport_cfg
     ]
     order = ["shm", "socket", "http"] if transport == "auto" else [transport]
