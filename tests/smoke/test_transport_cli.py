@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from meeple.transport.launch import READY
 from tests.conftest import REPO
 
 
@@ -96,3 +97,74 @@ def test_every_serve_config_mistake_is_one_line_exit_2(tmp_path, args, line):
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # no traceback, no log
     assert done.stderr.startswith(f"meeple: error: {line}"), done.stderr
+
+
+@pytest.fixture
+def connect4_server(tmp_path):
+    """``python -m meeple.serve env=connect4 transport=socket num_envs=2`` (the README's pair)."""
+    address = str(tmp_path / "c4.sock")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "meeple.serve",
+            "env=connect4",
+            "transport=socket",
+            "num_envs=2",
+            f"transport.address={address}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        for line in proc.stdout:
+            if line.startswith(READY):
+                break
+        assert proc.poll() is None, "the server did not start"
+        yield address
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+
+
+def train_connect4(tmp_path, address, *extra):
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            "env=connect4",
+            "transport=socket",
+            f"transport.address={address}",
+            "debug=tiny",
+            "tracking=none",
+            "checkpoint=none",
+            *extra,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_serve_then_train_collects_and_evaluates(tmp_path, connect4_server):
+    """The collector drives the served envs; evaluation gets its own server (not `busy`)."""
+    done = train_connect4(tmp_path, connect4_server)  # debug=tiny: env.num_envs=2
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert f"(the server at {connect4_server} hosts the collector's envs)" in log
+    assert "final greedy evaluation" in log
+    done = train_connect4(tmp_path, connect4_server)  # the server serves the next run too
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+
+def test_serve_then_train_with_other_num_envs_is_one_clear_error(tmp_path, connect4_server):
+    done = train_connect4(tmp_path, connect4_server, "env.num_envs=3")
+    assert done.returncode == 2, (done.stdout + done.stderr)[-4000:]
+    assert (
+        f"meeple: error: the env server at {connect4_server} hosts num_envs=2 envs but this run "
+        "has env.num_envs=3; they must be equal" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
