@@ -1,5 +1,6 @@
 """train.py through a remote env server: one config value moves the envs out of process."""
 
+import socket
 import subprocess
 import sys
 
@@ -168,3 +169,23 @@ def test_serve_then_train_with_other_num_envs_is_one_clear_error(tmp_path, conne
         "has env.num_envs=3; they must be equal" in done.stderr
     )
     assert "Traceback" not in done.stderr
+
+
+def test_train_with_no_server_at_the_address_is_one_clear_error(tmp_path):
+    done = train_connect4(tmp_path, str(tmp_path / "nobody.sock"))
+    assert done.returncode == 2, (done.stdout + done.stderr)[-4000:]
+    assert f"meeple: error: transport.address={tmp_path / 'nobody.sock'}: no env server" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_serving_on_a_port_in_use_is_one_clear_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = serve(tmp_path, "env=cartpole", "transport=http", f"transport.address={address}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith(f"meeple: error: cannot serve at transport.address={address}:")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

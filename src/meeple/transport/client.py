@@ -178,7 +178,14 @@ def make_remote_env(
     )
     address = transport_cfg.get("address")
     if address and not evaluation:
-        stepper = connect(transport, address, timeout_s=timeout_s, policy=policy)
+        try:
+            stepper = connect(transport, address, timeout_s=timeout_s, policy=policy)
+        except ConnectionError as err:
+            raise ConfigError(
+                f"transport.address={address}: no env server answers there ({err}); start one "
+                f"(python -m meeple.serve transport={transport} transport.address={address}) "
+                "or set transport.address=null and the run starts its own"
+            ) from err
         return RemoteEnv(stepper, device=device, address=address, num_envs=num_envs)
     if address:
         log.info(

@@ -76,7 +76,7 @@ def int32_actions(value: object, route: MsgType) -> np.ndarray:
     accepted = f"accepted: 'actions': {shape}, integers in int32 range"
     try:
         actions = np.asarray(value)
-    except (ValueError, OverflowError) as err:  # ragged lists
+    except (ValueError, OverflowError, RecursionError) as err:  # ragged or too deep lists
         raise ProtocolError(
             ErrorCode.MALFORMED, f"'actions' is not {shape} ({err}); {accepted}"
         ) from err
