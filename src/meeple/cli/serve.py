@@ -76,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             if parent and os.getppid() != int(parent):
                 log.warning("the process that started this server (pid %s) is gone", parent)
                 break
-        if server.failure:
-            log.error("shutting down: %s", server.failure)
-        else:
+        if not server.failure:  # a failure was logged, and shut the server down, already
             log.info("shutting down")
     finally:
         server.close()
