@@ -134,9 +134,9 @@ class RemoteEnv(RecordEnv):
             if err.code != ErrorCode.BUSY or self.address is None:
                 raise
             raise ConfigError(
-                f"the env server at {self.address} is driven by another client: it hosts one "
-                "env batch for one collector worker (use env.num_workers=1, or start one server "
-                "per worker)"
+                f"the env server at {self.address} is driven by another client (another run, "
+                "or another collector worker of this one: a server you started hosts one env "
+                "batch; use env.num_workers=1, or start one server per worker)"
             ) from err
 
     def health(self) -> dict[str, int]:
