@@ -1,7 +1,6 @@
 """A server the user started (transport.address): the collector drives it, evaluation gets its
 own, and a batch that does not match it is one clear error."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -28,7 +27,7 @@ def test_the_collector_drives_the_served_envs_and_evaluation_gets_its_own():
             assert evaluation.server is not None and evaluation.server.address != server.address
             assert evaluation.batch_size == torch.Size([2])
             evaluation.reset()  # not `busy`: its own envs
-            td = collector.rand_step(collector.reset())
+            td = collector.step(collector.reset().set("action", torch.ones(4, dtype=torch.int64)))
             assert td["next", "observation"].shape[0] == 4
         finally:
             evaluation.close()
@@ -54,5 +53,5 @@ def test_a_second_driver_is_told_why():
         with pytest.raises(ConfigError, match="driven by another client .* env.num_workers=1"):
             second.reset()
         second.close()
-        first.step(first.reset().set("action", torch.tensor(np.array([1, 1]))))
+        first.step(first.reset().set("action", torch.ones(2, dtype=torch.int64)))
         first.close()
