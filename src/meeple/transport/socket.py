@@ -41,17 +41,16 @@ def recv_exact(sock: socket.socket, n: int, what: str) -> bytearray:
 
 
 def recv_header(conn: socket.socket, timeout_s: float) -> bytearray:
-    """A frame header: idle clients may wait forever before its first byte (a learner can take
-    minutes between steps), but from then on, until the reply is sent, every read and write
-    of that frame must progress within ``timeout_s`` (the socket is left in that mode)."""
-    conn.settimeout(None)
+    """A frame header from a blocking socket: idle clients may wait forever before its first
+    byte (a learner can take minutes between steps), but once it starts the rest must come
+    within ``timeout_s`` (the socket is then left in timeout mode)."""
     buf = bytearray(HEADER_SIZE)
     view = memoryview(buf)
     got = conn.recv_into(view)
     if got == 0:
         raise PeerClosed(f"connection closed after 0 of {HEADER_SIZE} bytes of the frame header")
-    conn.settimeout(timeout_s)
     if got < HEADER_SIZE:  # rare: a header split over two segments, or a stalled client
+        conn.settimeout(timeout_s)
         try:
             view[got:] = recv_exact(conn, HEADER_SIZE - got, "frame header")
         except PeerClosed as err:
@@ -154,6 +153,8 @@ class SocketFrontend:
                         ),
                     )
                     return
+                if body_len:
+                    conn.settimeout(server.frame_timeout_s)
                 try:
                     body = recv_exact(conn, body_len, "frame body") if body_len else bytearray()
                 except (PeerClosed, TimeoutError) as err:
@@ -166,6 +167,8 @@ class SocketFrontend:
                         ),
                     )
                     return
+                if conn.gettimeout() is not None:  # blocking again: the next frame may be far off
+                    conn.settimeout(None)
                 try:
                     reply = self._dispatch(owner, state, msg_type, bytes(body))
                 except ProtocolError as err:
