@@ -1,20 +1,25 @@
 """Bad input and faults: each costs only its own request or connection, never the server."""
 
+import contextlib
+import itertools
+import json
 import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from meeple.transport import protocol as P
 from meeple.transport.client import connect
-from meeple.transport.launch import ServerProcess
+from meeple.transport.launch import READY, ServerProcess
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.shm import pid_alive
 from tests.transport.conftest import COUNTER, FAULTY, client_for, serving, socket_path
@@ -90,6 +95,17 @@ def test_truncated_frames_drop_only_that_connection(driven):
     hello(s)
     s.sendall(P.HEADER.pack(MsgType.STEP, 9, 8) + b"\0\0")
     expect_error(s, ErrorCode.MALFORMED, "truncated frame")
+    keeps_serving(client)
+
+
+def test_a_stalled_header_times_out_and_closes_only_that_connection(driven):
+    server, client = driven
+    s = raw(server.address)
+    hello(s)
+    s.sendall(P.HEADER.pack(MsgType.STEP, 9, 8)[:3])  # 3 bytes of a header, then silence
+    keeps_serving(client)  # served while that connection stalls
+    expect_error(s, ErrorCode.MALFORMED, "3 of 9 header bytes, then nothing for 1.0 s")
+    assert closed(s)
     keeps_serving(client)
 
 
@@ -200,6 +216,33 @@ def test_fuzz_random_bytes_never_crash_or_leak(fuzz_server, junk, hello_first):
         s.close()
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    frames=st.lists(
+        st.tuples(st.sampled_from(list(MsgType)), st.binary(max_size=24)), min_size=1, max_size=3
+    ),
+    cut=st.integers(1, 60),
+)
+def test_fuzz_frames_cut_short_then_silence_are_timed_out(fuzz_server, frames, cut):
+    """Valid-looking frames cut anywhere, and the client stays connected: the frame timeout
+    (not the client) must end the connection."""
+    chunks = [P.encode_frame(MsgType.HELLO, 1, P.encode_hello_request())]
+    chunks += [P.encode_frame(t, i, body) for i, (t, body) in enumerate(frames, 2)]
+    data = b"".join(chunks)
+    end = len(data) - cut % len(data)
+    assume(end not in itertools.accumulate(map(len, chunks)))  # whole frames may idle forever
+    s = raw(fuzz_server.address)
+    s.settimeout(10)
+    try:
+        s.sendall(data[:end])
+        while s.recv(4096):
+            pass
+    except (ConnectionError, TimeoutError) as err:
+        assert not isinstance(err, TimeoutError), "a stalled frame was never timed out"
+    finally:
+        s.close()
+
+
 @pytest.fixture(scope="module")
 def fuzz_server():
     with serving(COUNTER, "socket", num_envs=2, max_body=256, frame_timeout_s=0.5) as server:
@@ -277,21 +320,57 @@ def test_signals_remove_socket_file_segment_and_workers(sig):
     assert not any(pid_alive(p) for p in workers)
 
 
-def test_killed_worker_gives_a_clear_error():
-    with serving(COUNTER, "shm", num_envs=2, num_workers=2) as server:
-        client = connect("shm", server.address, timeout_s=20)
+@pytest.mark.parametrize("transport", ["shm", "socket"])
+def test_a_killed_worker_shuts_the_server_down_loudly_and_is_reaped(transport, caplog):
+    with serving(COUNTER, transport, num_envs=4, num_workers=2) as server:
+        client = connect(transport, server.address, timeout_s=20)
         client.reset(0)
-        os.kill(client.channel._pids[1], signal.SIGKILL)
-        start = time.monotonic()
-        with pytest.raises(ProtocolError, match=r"env server worker 1 \(pid \d+\) died"):
+        victim = server.slots.procs[1].pid
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(ProtocolError, match=rf"worker 1 \(pid {victim}\) died|gone"):
             for t in range(100_000):
-                client.step(np.full(2, (t % 5 + 1) % 4))
-        assert time.monotonic() - start < 10
+                client.step(np.full(4, (t % 5 + 1) % 4))
+        deadline = time.monotonic() + 20
+        while server.failure is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.failure.startswith(f"env worker 1 (pid {victim}) was killed by SIGKILL")
+        assert f"env worker 1 (pid {victim}) was killed by SIGKILL" in caplog.text
+        assert not os.path.exists(f"/proc/{victim}"), "the dead worker is left a zombie"
+        assert not any(pid_alive(p.pid) for p in server.slots.procs), "workers outlive it"
+        with pytest.raises(ConnectionError, match="cannot connect"):
+            connect(transport, server.address, timeout_s=5)  # later clients: refused at once
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def test_python_m_meeple_serve_exits_naming_a_killed_worker():
+    address = socket_path()
+    cmd = [sys.executable, "-m", "meeple.serve", "--env-json", json.dumps(COUNTER)]
+    cmd += ["transport=shm", f"transport.address={address}", "num_envs=4"]
+    proc = subprocess.Popen(
+        [*cmd, "transport.num_workers=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().startswith(READY)
+        client = connect("shm", address, timeout_s=20)
+        client.reset(0)
+        victim = client.channel._pids[0]
+        os.kill(victim, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+        err = proc.stderr.read()
+        line = f"meeple: error: env worker 0 (pid {victim}) was killed by SIGKILL; the env server"
+        assert line in err and "Traceback" not in err, err
+        assert not os.path.exists(address), "the socket file is removed"
+        with pytest.raises(ProtocolError, match=f"worker 0 \\(pid {victim}\\) died"):
+            client.step(np.full(4, 1))
         client.control.sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_new_server_sweeps_what_dead_servers_left():
-    import subprocess
 
     from meeple.transport.launch import STALE_SOCKET_S, default_folder
     from meeple.transport.protocol import Spaces

@@ -80,7 +80,8 @@ class GreedyEvaluation(L.Callback):
             self._seeds = dm.seed_stream(Component.EVALUATION)
             # Backends built from groups of envs take a multiple of their unit (extra envs play too).
             episodes = round_to_unit(self.episodes, getattr(dm, "batch_unit", 1))
-            self._env = dm.env_fn(num_envs=episodes, seed=next(self._seeds))
+            # evaluation=True: never the envs a running env server hosts for the collector
+            self._env = dm.env_fn(num_envs=episodes, seed=next(self._seeds), evaluation=True)
         else:
             self._env.set_seed(next(self._seeds))
         was_training = pl_module.training

@@ -18,6 +18,7 @@ def make_env(
     seed: int,
     device: str = "cpu",
     transport: Mapping[str, Any] | None = None,
+    evaluation: bool = False,
 ) -> EnvBase:
     """A seeded batch of ``num_envs`` envs from the backend named by ``env_cfg['backend']``.
 
@@ -25,11 +26,15 @@ def make_env(
     at done steps whatever the backend. Module-level and fed plain dicts so it
     pickles into collector worker processes. ``transport`` (``conf/transport``) other
     than ``inproc`` puts the envs in an env server (``meeple.transport.client.RemoteEnv``).
+    ``evaluation``: a batch for evaluation; with a running server (``transport.address``),
+    whose envs the collector drives, it gets a server of its own.
     """
     if is_remote(transport):
         from meeple.transport.client import make_remote_env
 
-        env = make_remote_env(env_cfg, transport, num_envs=num_envs, device=device)
+        env = make_remote_env(
+            env_cfg, transport, num_envs=num_envs, device=device, evaluation=evaluation
+        )
     else:
         backend = load_backend(env_cfg["backend"])
         env = backend.make_env(env_cfg, num_envs=num_envs, device=device)

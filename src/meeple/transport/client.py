@@ -18,7 +18,7 @@ import torch
 from meeple.envs.record_env import RecordEnv
 from meeple.errors import ConfigError
 from meeple.transport.launch import ServerProcess
-from meeple.transport.protocol import MsgType, ProtocolError, decode_name
+from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, decode_name
 from meeple.transport.shm import ShmChannel
 from meeple.transport.socket import SocketClient
 from meeple.transport.waiting import WaitPolicy
@@ -106,10 +106,38 @@ class RemoteEnv(RecordEnv):
     """
 
     def __init__(
-        self, stepper, device: str | torch.device = "cpu", server: ServerProcess | None = None
+        self,
+        stepper,
+        device: str | torch.device = "cpu",
+        server: ServerProcess | None = None,
+        *,
+        address: str | None = None,
+        num_envs: int | None = None,
     ) -> None:
+        """``address`` and ``num_envs``: a server the user started, and the batch this run
+        expects of it; checked when the envs are first driven (reading specs needs no match)."""
         super().__init__(stepper, device=device)
         self.server = server
+        self.address, self._expected_num_envs = address, num_envs
+
+    def _reset(self, tensordict=None, **kwargs):
+        if self._expected_num_envs not in (None, self.spaces.num_envs):
+            n, expected = self.spaces.num_envs, self._expected_num_envs
+            raise ConfigError(
+                f"the env server at {self.address} hosts num_envs={n} envs but this run has "
+                f"env.num_envs={expected}; they must be equal (one request steps every env): "
+                f"train with env.num_envs={n}, or serve with num_envs={expected}"
+            )
+        try:
+            return super()._reset(tensordict, **kwargs)
+        except ProtocolError as err:
+            if err.code != ErrorCode.BUSY or self.address is None:
+                raise
+            raise ConfigError(
+                f"the env server at {self.address} is driven by another client (another run, "
+                "or another collector worker of this one: a server you started hosts one env "
+                "batch; use env.num_workers=1, or start one server per worker)"
+            ) from err
 
     def health(self) -> dict[str, int]:
         return self.stepper.health()
@@ -128,8 +156,15 @@ def make_remote_env(
     *,
     num_envs: int,
     device: str = "cpu",
+    evaluation: bool = False,
 ) -> RemoteEnv:
-    """A :class:`RemoteEnv` for ``conf/transport``: connect to ``address``, or start a server."""
+    """A :class:`RemoteEnv` for ``conf/transport``: connect to ``address``, or start a server.
+
+    A server at ``address`` (one the user started) hosts the collector's env batch; its
+    ``num_envs`` must equal the run's. ``evaluation`` batches get a server of their own
+    (same env config and transport), stopped with the env: one client drives a server's envs
+    at a time, and the collector holds them for the whole run.
+    """
     transport = transport_cfg["type"]
     if transport not in CLIENT_TRANSPORTS:
         raise ConfigError(
@@ -142,15 +177,29 @@ def make_remote_env(
         timeout_s,
     )
     address = transport_cfg.get("address")
+    if address and not evaluation:
+        try:
+            stepper = connect(transport, address, timeout_s=timeout_s, policy=policy)
+        except ConnectionError as err:
+            raise ConfigError(
+                f"transport.address={address}: no env server answers there ({err}); start one "
+                f"(python -m meeple.serve transport={transport} transport.address={address}) "
+                "or set transport.address=null and the run starts its own"
+            ) from err
+        return RemoteEnv(stepper, device=device, address=address, num_envs=num_envs)
     if address:
-        return RemoteEnv(
-            connect(transport, address, timeout_s=timeout_s, policy=policy), device=device
+        log.info(
+            "evaluation: %d envs in a %s env server of its own (the server at %s hosts the "
+            "collector's envs)",
+            num_envs,
+            transport,
+            address,
         )
     workers = int(transport_cfg.get("num_workers", 0))
     # the server side of this config: waits and limits
     extra = [
         f"transport.{key}={transport_cfg[key]}"
-        for key in ("spin_us", "yield_us", "max_body", "timeout_s")
+        for key in ("spin_us", "yield_us", "max_body", "timeout_s", "frame_timeout_s")
         if key in transport_cfg
     ]
     order = ["shm", "socket", "http"] if transport == "auto" else [transport]

@@ -4,9 +4,11 @@ any language, and the slowest. The server binds 127.0.0.1 only; connections are 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
+import reprlib
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +54,43 @@ def _split(address: str) -> tuple[str, int]:
     return HOST, int(port)
 
 
+def parse_json_object(raw: bytes) -> dict:
+    try:
+        data = json.loads(raw)
+    except RecursionError as err:
+        raise ProtocolError(
+            ErrorCode.MALFORMED,
+            "request body nests too deep; accepted: a JSON object whose arrays nest at most "
+            "a few levels (actions: [[int x num_seats] x num_envs])",
+        ) from err
+    except ValueError as err:
+        raise ProtocolError(ErrorCode.MALFORMED, f"request body is not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ProtocolError(ErrorCode.MALFORMED, "request body must be a JSON object")
+    return data
+
+
+def int32_actions(value: object, route: MsgType) -> np.ndarray:
+    """``actions`` of a STEP / STEP_MULTI body as flat int32; anything else is refused."""
+    shape = "[int x num_envs]" if route == MsgType.STEP else "[[int x num_seats] x num_envs]"
+    accepted = f"accepted: 'actions': {shape}, integers in int32 range"
+    try:
+        actions = np.asarray(value)
+    except (ValueError, OverflowError, RecursionError) as err:  # ragged or too deep lists
+        raise ProtocolError(
+            ErrorCode.MALFORMED, f"'actions' is not {shape} ({err}); {accepted}"
+        ) from err
+    if actions.ndim and not actions.size:
+        return np.zeros(0, np.int32)  # execute() names the count it expects
+    if actions.ndim == 0 or actions.dtype.kind not in "iu":
+        # floats (1.5), bools, strings, null, integers beyond int64 (object arrays)
+        found = "missing" if value is None else f"{reprlib.repr(value)} (dtype {actions.dtype})"
+        raise ProtocolError(ErrorCode.MALFORMED, f"'actions' {found}; {accepted}")
+    if actions.size and (actions.min() < -(2**31) or actions.max() >= 2**31):
+        raise ProtocolError(ErrorCode.BAD_ACTION, f"actions must fit in int32; {accepted}")
+    return actions.astype(np.int32).reshape(-1)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -80,6 +119,22 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def handle_one_request(self) -> None:
+        # An idle keep-alive connection may wait forever between requests (the learner can
+        # take minutes between steps); once a request's first byte arrives, its request line,
+        # headers and body must follow within the frame timeout, or the connection is closed.
+        conn = self.connection
+        conn.settimeout(None)
+        try:
+            if not self.rfile.peek(1):
+                self.close_connection = True
+                return
+        except OSError:
+            self.close_connection = True
+            return
+        conn.settimeout(self.server.env.frame_timeout_s)
+        super().handle_one_request()  # a TimeoutError there closes the connection
+
     def _handle(self, method: str) -> None:
         env = self.server.env
         try:
@@ -87,8 +142,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, reply)
         except ProtocolError as err:
             env.bad_requests += 1
+            self._send_error(err)
+        except TimeoutError:
+            env.bad_requests += 1
+            self.close_connection = True
+            log.warning(
+                "dropping an HTTP connection: %s %s body did not arrive within %s s",
+                method,
+                self.path,
+                env.frame_timeout_s,
+            )
+            self._send_error(
+                ProtocolError(
+                    ErrorCode.MALFORMED,
+                    f"the body announced by Content-Length did not arrive within "
+                    f"{env.frame_timeout_s} s (the server's frame timeout); connection closed",
+                ),
+                status=408,
+            )
+        except Exception as err:  # noqa: BLE001 - a server bug must not kill other connections
+            log.exception("%s %s failed", method, self.path)
+            self._send_error(ProtocolError(ErrorCode.INTERNAL, repr(err)))
+
+    def _send_error(self, err: ProtocolError, status: int | None = None) -> None:
+        with contextlib.suppress(OSError):
             self._send(
-                _STATUS.get(err.code, 400),
+                status or _STATUS.get(err.code, 400),
                 {
                     "error": {
                         "code": int(err.code),
@@ -103,24 +182,39 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
     def _body(self, env: EnvServer) -> dict:
-        n = int(self.headers.get("Content-Length") or 0)
+        n = self._content_length(env)
+        raw = self.rfile.read(n) if n else b"{}"
+        if len(raw) < n:  # the client closed its side early
+            self.close_connection = True
+            raise ProtocolError(
+                ErrorCode.MALFORMED,
+                f"body ended after {len(raw)} of the {n} bytes announced by Content-Length",
+            )
+        return parse_json_object(raw)
+
+    def _content_length(self, env: EnvServer) -> int:
+        """Content-Length as announced; a value that cannot frame the body closes the connection."""
+        text = self.headers.get("Content-Length")
+        if text is None:
+            return 0
+        accepted = f"accepted: a decimal integer 0..{env.max_body} (transport.max_body)"
+        text = text.strip()
+        if not (text.isascii() and text.isdigit()):
+            self.close_connection = True
+            raise ProtocolError(ErrorCode.MALFORMED, f"Content-Length {text[:40]!r}; {accepted}")
+        n = int(text)
         if n > env.max_body:
             self.close_connection = True
             raise ProtocolError(
                 ErrorCode.TOO_LARGE, f"body of {n} bytes exceeds the server maximum {env.max_body}"
             )
-        raw = self.rfile.read(n) if n else b"{}"
-        try:
-            data = json.loads(raw)
-        except ValueError as err:
-            raise ProtocolError(ErrorCode.MALFORMED, f"request body is not JSON: {err}") from err
-        if not isinstance(data, dict):
-            raise ProtocolError(ErrorCode.MALFORMED, "request body must be a JSON object")
-        return data
+        return n
 
     def _dispatch(self, env: EnvServer, method: str) -> dict:
         path = self.path.split("?")[0].rstrip("/")
@@ -143,21 +237,15 @@ class _Handler(BaseHTTPRequestHandler):
             return {}
         if route == MsgType.RESET:
             seed = data.get("seed")
-            if seed is not None and not isinstance(seed, int):
+            if seed is not None and (type(seed) is not int or not -(2**63) <= seed < 2**64):
                 raise ProtocolError(
-                    ErrorCode.MALFORMED, f"seed={seed!r}; expected an integer or null"
+                    ErrorCode.MALFORMED,
+                    f"seed={seed!r:.40}; expected an integer in -2**63..2**64-1 or null",
                 )
             records = env.execute(self.owner, route, seed=seed)
         elif route in (MsgType.STEP, MsgType.STEP_MULTI):
-            try:
-                actions = np.asarray(data["actions"], dtype=np.int64)
-            except (KeyError, TypeError, ValueError) as err:
-                raise ProtocolError(
-                    ErrorCode.MALFORMED, f"body needs 'actions': a list of integers ({err})"
-                ) from err
-            if np.any((actions < -(2**31)) | (actions >= 2**31)):
-                raise ProtocolError(ErrorCode.BAD_ACTION, "actions must fit in int32")
-            records = env.execute(self.owner, route, actions=actions.astype(np.int32).reshape(-1))
+            actions = int32_actions(data.get("actions"), route)
+            records = env.execute(self.owner, route, actions=actions)
         else:
             records = env.execute(self.owner, route)
         return P.records_to_json(env.spaces, records)

@@ -13,10 +13,12 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import wait as wait_for_objects
 from typing import Any
 
 import numpy as np
@@ -100,12 +102,45 @@ class PooledSlots:
         self.num_workers = num_workers
         self.segment = Segment.create(name, self.spaces, num_workers)
         self.procs: list[mp.process.BaseProcess] = []
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
         try:
             self._start(env_cfg, policy, start_timeout_s)
             self.channel = ShmChannel(name, policy)
         except BaseException:
             self.close()
             raise
+
+    def watch(self, on_death: Callable[[str], None]) -> None:
+        """Call ``on_death(message)`` (once, from a watcher thread) when a worker dies.
+
+        The dead worker is reaped at once (no zombie) and the segment is marked closing, so
+        the other workers and every client stop waiting on it. Its envs are gone with it:
+        the server shuts down rather than answer with envs whose episodes were lost.
+        """
+        self._watcher = threading.Thread(
+            target=self._watch, args=(on_death,), name="meeple-worker-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch(self, on_death: Callable[[str], None]) -> None:
+        sentinels = {proc.sentinel: w for w, proc in enumerate(self.procs)}
+        while not self._closing.is_set():
+            ready = wait_for_objects(list(sentinels), timeout=0.2)
+            if not ready or self._closing.is_set():
+                continue
+            w = sentinels[ready[0]]
+            proc = self.procs[w]
+            proc.join()  # reap: no zombie while the server shuts down
+            self.segment.state = STATE_CLOSING
+            code = proc.exitcode
+            how = (
+                f"was killed by {signal.Signals(-code).name}"
+                if code is not None and code < 0
+                else f"exited with code {code}"
+            )
+            on_death(f"env worker {w} (pid {proc.pid}) {how}")
+            return
 
     def _start(self, env_cfg: Mapping[str, Any], policy: WaitPolicy, timeout_s: float) -> None:
         seg, words = self.segment, self.segment.words
@@ -149,6 +184,9 @@ class PooledSlots:
         return self.segment.steps(), self.segment.env_errors()
 
     def close(self) -> None:
+        self._closing.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5)
         seg = self.segment
         seg.state = STATE_CLOSING
         for w in range(self.num_workers):
@@ -231,6 +269,9 @@ class EnvServer:
         self.slots: LocalSlots | PooledSlots | None = None
         self.frontend = None
         self._closed = False
+        self.failure: str | None = None  # why the server shut itself down (a worker died)
+        # called (from a watcher thread) after a failure shut the server down; the CLI exits
+        self.on_failure: Callable[[str], None] | None = None
 
     # -- lifecycle --
     def start(self) -> EnvServer:
@@ -246,6 +287,7 @@ class EnvServer:
             self.slots = PooledSlots(
                 self.env_cfg, self.num_envs, self.num_workers, self.segment_name, self.policy
             )
+            self.slots.watch(self._worker_died)
         else:
             self.slots = LocalSlots(self.env_cfg, self.num_envs)
         self.spaces: Spaces = self.slots.spaces
@@ -275,6 +317,17 @@ class EnvServer:
             self.address,
         )
         return self
+
+    def _worker_died(self, what: str) -> None:
+        failure = (
+            f"{what}; the env server at {self.address} shut down (that worker's envs and their "
+            "episodes are lost): restart the server"
+        )
+        log.error("%s", failure)
+        self.close()
+        self.failure = failure  # set once everything is stopped and removed
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
 
     def close(self) -> None:
         if self._closed:

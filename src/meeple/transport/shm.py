@@ -305,10 +305,10 @@ class ShmChannel:
 
     def _alive(self, worker: int) -> str | None:
         seg = self.segment
+        if not pid_alive(self._pids[worker]):  # first: it says which worker (and why it closes)
+            return f"env server worker {worker} (pid {self._pids[worker]}) died"
         if seg.state == STATE_CLOSING:
             return "the env server is shutting down"
-        if not pid_alive(self._pids[worker]):
-            return f"env server worker {worker} (pid {self._pids[worker]}) died"
         if not pid_alive(seg.server_pid):
             return f"env server (pid {seg.server_pid}) died"
         return None

@@ -40,6 +40,31 @@ def recv_exact(sock: socket.socket, n: int, what: str) -> bytearray:
     return buf
 
 
+def recv_header(conn: socket.socket, timeout_s: float) -> bytearray:
+    """A frame header from a blocking socket: idle clients may wait forever before its first
+    byte (a learner can take minutes between steps), but once it starts the rest must come
+    within ``timeout_s`` (the socket is then left in timeout mode)."""
+    buf = bytearray(HEADER_SIZE)
+    view = memoryview(buf)
+    got = conn.recv_into(view)
+    if got == 0:
+        raise PeerClosed(f"connection closed after 0 of {HEADER_SIZE} bytes of the frame header")
+    if got < HEADER_SIZE:  # rare: a header split over two segments, or a stalled client
+        conn.settimeout(timeout_s)
+        try:
+            view[got:] = recv_exact(conn, HEADER_SIZE - got, "frame header")
+        except PeerClosed as err:
+            raise PeerClosed(
+                f"connection closed after {got} of {HEADER_SIZE} bytes of the frame header"
+            ) from err
+        except TimeoutError as err:
+            raise TimeoutError(
+                f"truncated frame: {got} of {HEADER_SIZE} header bytes, then nothing for "
+                f"{timeout_s} s (the server's frame timeout); connection closed"
+            ) from err
+    return buf
+
+
 def send_frame(
     sock: socket.socket, msg_type: int, msg_id: int, body: bytes | memoryview | np.ndarray = b""
 ) -> None:
@@ -106,12 +131,15 @@ class SocketFrontend:
         try:
             while True:
                 try:
-                    head = recv_exact(conn, HEADER_SIZE, "frame header")
+                    head = recv_header(conn, server.frame_timeout_s)
                 except PeerClosed as err:
                     if "after 0 of" not in str(err):
                         self._reject(
                             conn, 0, ProtocolError(ErrorCode.MALFORMED, f"truncated frame: {err}")
                         )
+                    return
+                except TimeoutError as err:
+                    self._reject(conn, 0, ProtocolError(ErrorCode.MALFORMED, str(err)))
                     return
                 msg_type, msg_id, body_len = HEADER.unpack(head)
                 if body_len > server.max_body:
@@ -125,7 +153,8 @@ class SocketFrontend:
                         ),
                     )
                     return
-                conn.settimeout(server.frame_timeout_s if body_len else None)
+                if body_len:
+                    conn.settimeout(server.frame_timeout_s)
                 try:
                     body = recv_exact(conn, body_len, "frame body") if body_len else bytearray()
                 except (PeerClosed, TimeoutError) as err:
@@ -138,7 +167,8 @@ class SocketFrontend:
                         ),
                     )
                     return
-                conn.settimeout(None)
+                if conn.gettimeout() is not None:  # blocking again: the next frame may be far off
+                    conn.settimeout(None)
                 try:
                     reply = self._dispatch(owner, state, msg_type, bytes(body))
                 except ProtocolError as err:
