@@ -149,3 +149,23 @@ def test_resume_errors_are_clear_and_bad_configs_write_nothing(compose, in_tmp):
         train(compose([*BASE, "tracking=none", "resume=true"]))
     with pytest.raises(MeepleError, match="checkpoint=default"):
         train(compose(["debug=tiny", "tracking=none", "checkpoint=none", "resume=true"]))
+
+
+def test_resume_refuses_another_experiments_run_and_prefers_runs_with_progress(compose, in_tmp, caplog):
+    overrides = [*BASE, "phase.total_frames=64", "task_name=pick"]
+    train(compose(overrides))
+    real = run_of("pick")
+    client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
+    status = client.get_run(real.mlflow_run_id).info.status
+    with pytest.raises(MeepleError, match=r"is a run of experiment 'default', not 'cartpole_ppo'"):
+        train(compose(["+experiment=cartpole_ppo", *overrides, f"resume_dir={real.path}"]))
+    assert client.get_run(real.mlflow_run_id).info.status == status  # nothing was touched
+
+    # A newer run that failed before its first checkpoint is not what resume=true picks.
+    from meeple.checkpoint.run_dir import RunDirectory
+
+    empty = RunDirectory.create(Path("outputs/runs"), master_seed=9, experiment="default", task="pick")
+    assert run_of("pick").path == real.path and empty.path != real.path
+    with caplog.at_level(logging.WARNING):
+        train(compose([*overrides, "resume=true"]))
+    assert "is complete" in caplog.text and "ignored" not in caplog.text  # no seed was given: no seed warning

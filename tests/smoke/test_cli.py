@@ -129,3 +129,29 @@ def test_alphazero_debug_tiny_logs_selfplay_gate_and_benchmarks(tmp_path, compos
     # checkpoints at iteration boundaries hold the gate's best network too
     (run_dir,) = (tmp_path / "outputs" / "runs").iterdir()
     assert (run_dir / "phase0" / "checkpoints" / "latest.pt").exists()
+
+
+def test_ctrl_c_marks_the_run_killed_and_says_how_to_resume(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, TRAIN, "callbacks.progress=null", "phase.stop.eval_return=null", "seed=4",
+            "++tracking.system_metrics=false"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.glob("outputs/runs/*/phase0/checkpoints/ckpt_*.pt")):
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint before the deadline"
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert "meeple: stopped by request; continue this run with the same command and resume=true" in err
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("default").experiment_id])
+    assert run.info.status == "KILLED"
+    (run_dir,) = (tmp_path / "outputs" / "runs").iterdir()
+    assert not (run_dir / "phase0" / "done.json").exists()  # left for resume=true

@@ -43,7 +43,7 @@ class RunSession:
         if self.resumed:
             self.run = _find_run(cfg, self.root, **self._new_run)
             self.master_seed = self.run.master_seed
-            if cfg.seed is not None and int(cfg.seed) != self.master_seed:
+            if _seed_given(cfg) and int(cfg.seed) != self.master_seed:
                 log.warning("seed=%s ignored: resuming run %s with its master seed %d", cfg.seed, self.run.run_id,
                             self.master_seed)
         else:
@@ -157,6 +157,13 @@ def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDir
             "start one without resume=true, or name one with resume_dir=<path>"
         )
     return run
+
+
+def _seed_given(cfg: DictConfig) -> bool:
+    """Whether the user chose a seed (the command line), not just the root default ``seed: 1``."""
+    from meeple.config.overrides import command_line_values
+
+    return cfg.seed is not None and any(key == "seed" for key, _ in command_line_values())
 
 
 def run_config(cfg: DictConfig) -> dict[str, Any]:
