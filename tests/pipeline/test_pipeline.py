@@ -61,7 +61,9 @@ def test_two_stages_gate_carry_and_tracking(compose, in_tmp):
     assert a_actor and all(torch.is_tensor(v) for v in a_actor.values())
 
     client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("default").experiment_id])
+    # MLflow caches its store per URI: runs of earlier tests (other folders) may share it.
+    runs = [r for r in client.search_runs([client.get_experiment_by_name("default").experiment_id])
+            if r.data.tags.get("meeple.run_id") == run.run_id]
     (parent,) = [r for r in runs if "meeple.pipeline" in r.data.tags]
     children = {r.data.tags["meeple.stage"]: r for r in runs if r is not parent}
     assert parent.data.tags["meeple.pipeline"] == "a -> b" and parent.info.status == "FINISHED"
