@@ -1,7 +1,8 @@
-"""Entry-point registry of env backends (group ``meeple.plugins``).
+"""Entry-point registries of what plugins provide: env backends (group ``meeple.plugins``) and
+benchmarks (``meeple.benchmarks``).
 
-Lookups read entry-point metadata only; a backend's module is imported when
-the backend is first loaded, never while composing configs.
+Lookups read entry-point metadata only; a plugin's module is imported when what it provides
+is first loaded, never while composing configs.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from meeple.errors import PluginNotFoundError
 from meeple.plugins.spec import EnvBackend
 
 GROUP = "meeple.plugins"
+BENCHMARKS_GROUP = "meeple.benchmarks"  # name -> "module:main", main(argv) -> exit code
 
 
-def installed() -> dict[str, EntryPoint]:
-    """Installed backends by name."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+def installed(group: str = GROUP) -> dict[str, EntryPoint]:
+    """Installed entry points of ``group`` by name (env backends by default)."""
+    return {ep.name: ep for ep in entry_points(group=group)}
 
 
 @cache
