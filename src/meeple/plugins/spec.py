@@ -29,7 +29,7 @@ class EnvBackend(Protocol):
     observation (bool, one per action) makes the core's policies masked. The core adds
     episode bookkeeping transforms and seeds the env; the backend must not. A backend whose
     batches come in groups may define ``batch_unit(env_cfg) -> int``: every ``num_envs`` it
-    is given is then a multiple of it (``meeple.envs.factory.batch_unit``).
+    is given is then a multiple of it (``meeple.env_factory.batch_unit``).
     """
 
     name: str
