@@ -70,3 +70,20 @@ def test_gate_match_through_the_protocol():
     result = game.play_match(strong, RandomPlayer(seed=2), 4, opening_moves=0)
     assert isinstance(result, MatchResult) and result.games == 4 and result.score >= 0.75, result
     assert isinstance(Connect4Game().play_match(RandomPlayer(3), RandomPlayer(4), 2, opening_moves=2), MatchResult)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("phase.game=chess", "phase.game='chess' is not allowed; accepted: connect4"),
+    # the accepted options come from the game (its native engine's keywords)
+    ("+phase.selfplay.num_worker=2", "phase.selfplay.num_worker is not a self-play engine option; accepted: "
+                                     "batch_size, c_puct, cache_size, dirichlet_alpha"),
+])  # fmt: skip
+def test_game_config_errors_are_one_line_before_torch(tmp_path, override, message):
+    """Validation names games from entry-point metadata and loads only a known, torch-free game module."""
+    train = Path(__file__).resolve().parents[3] / "train.py"
+    done = subprocess.run([sys.executable, "-X", "importtime", str(train), "+experiment=connect4_alphazero",
+                           override], cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert not {"torch", "lightning", "torchrl"} & imported
