@@ -7,8 +7,8 @@ import pytest
 from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
-from meeple.phases.alphazero.arena import MCTSPlayer, play_match
 from meeple.phases.alphazero.evaluator import TorchEvaluator
+from meeple_connect4.arena import MCTSPlayer, play_match
 
 SMALL = [
     "+experiment=connect4_alphazero", "seed=5", "tracking=none", "checkpoint=none", "callbacks.progress=null",

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from meeple.bench import BENCHMARKS
+from meeple.bench import benchmarks
 from meeple.bench.__main__ import main as bench_main
 from meeple.bench.common import RESULT_FIELDS, PPOHparams
 from meeple.config.compose import compose_config
@@ -118,4 +118,4 @@ def test_cli_lists_and_rejects(capsys):
     assert "ppo" in capsys.readouterr().out
     assert bench_main(["nope"]) == 2
     err = capsys.readouterr().err
-    assert "unknown benchmark 'nope'" in err and ", ".join(sorted(BENCHMARKS)) in err
+    assert "unknown benchmark 'nope'" in err and ", ".join(sorted(benchmarks())) in err

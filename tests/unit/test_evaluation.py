@@ -3,7 +3,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from meeple.callbacks.evaluation import greedy_episode_returns
-from meeple.envs.factory import make_env
+from meeple.env_factory import make_env
 
 
 class ConstantAction(nn.Module):

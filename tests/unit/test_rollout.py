@@ -6,7 +6,7 @@ import torch
 
 from meeple.cli.train import build_run
 from meeple.data.collectors import build_collector
-from meeple.envs.factory import make_env
+from meeple.env_factory import make_env
 
 CARTPOLE = {"backend": "gym", "id": "CartPole-v1"}
 

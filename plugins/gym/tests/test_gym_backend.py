@@ -59,7 +59,7 @@ def test_sim_state_snapshot_continues_episodes_exactly_in_a_fresh_env():
 
     import torch
 
-    from meeple.envs.factory import make_env
+    from meeple.env_factory import make_env
 
     cfg = {"backend": "gym", "id": "CartPole-v1"}
     env = make_env(cfg, num_envs=3, seed=3)

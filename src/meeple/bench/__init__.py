@@ -1,16 +1,21 @@
 """Benchmarks: ``python -m meeple.bench`` lists them, ``python -m meeple.bench NAME --help`` runs one.
 
-Benchmarks are scripts that print and save timings; tests never assert timings.
+The core's own are in :data:`BENCHMARKS`; a plugin adds its own through the entry-point group
+``meeple.benchmarks`` (name -> ``module:main``; the first line of ``main``'s docstring is the
+description), so the core never imports a plugin to measure it. Benchmarks are scripts that
+print and save timings; tests never assert timings.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Main = Callable[[list[str]], "int | None"]
+
 # name -> (module with ``main(argv)``, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "mahjong": (
-        "meeple.bench.mahjong",
-        "riichi mahjong engine: games/hour and decisions/s vs pymahjong and riichienv (random play)",
-    ),
     "ppo": (
         "meeple.bench.ppo",
         "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
@@ -38,3 +43,35 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
 }
 BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    description: str
+    load: Callable[[], Main]  # imports the benchmark's module only when it runs
+
+
+def _core(module: str) -> Callable[[], Main]:
+    return lambda: importlib.import_module(module).main
+
+
+def _plugin(name: str, load: Callable[[], Main]) -> Benchmark:
+    """A plugin's benchmark; one whose module does not import is listed with the reason."""
+    try:
+        main = load()
+    except ImportError as err:
+        return Benchmark(name, f"(does not import: {err})", load)
+    doc = (main.__doc__ or "").strip()
+    return Benchmark(name, doc.splitlines()[0] if doc else "(no description)", lambda: main)
+
+
+def benchmarks() -> dict[str, Benchmark]:
+    """The core's benchmarks and those of installed plugins (a core name wins a clash)."""
+    from meeple.plugins.registry import BENCHMARKS_GROUP, installed
+
+    found = {name: _plugin(name, ep.load) for name, ep in installed(BENCHMARKS_GROUP).items()
+             if name not in BENCHMARKS}  # fmt: skip
+    found.update({name: Benchmark(name, description, _core(module))
+                  for name, (module, description) in BENCHMARKS.items()})  # fmt: skip
+    return found

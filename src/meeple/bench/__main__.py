@@ -2,33 +2,32 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-from meeple.bench import BENCHMARKS
+from meeple.bench import Benchmark, benchmarks
 
 
-def usage() -> str:
+def usage(available: dict[str, Benchmark]) -> str:
     lines = ["usage: python -m meeple.bench NAME [ARGS...]   (NAME --help for its options)", "", "benchmarks:"]
-    width = max(map(len, BENCHMARKS))
-    lines += [f"  {name:<{width}}  {description}" for name, (_, description) in sorted(BENCHMARKS.items())]
+    width = max(map(len, available))
+    lines += [f"  {name:<{width}}  {bench.description}" for name, bench in sorted(available.items())]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    available = benchmarks()
     if not argv or argv[0] in ("-h", "--help", "list"):
-        print(usage())
+        print(usage(available))
         return 0
     name, rest = argv[0], argv[1:]
-    if name not in BENCHMARKS:
+    if name not in available:
         print(
-            f"meeple.bench: error: unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}",
+            f"meeple.bench: error: unknown benchmark {name!r}; available: {', '.join(sorted(available))}",
             file=sys.stderr,
         )
         return 2
-    module = importlib.import_module(BENCHMARKS[name][0])
-    return module.main(rest) or 0
+    return available[name].load()(rest) or 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Goals (issue 3): (b) >= 10x OpenSpiel per core; (a) >= 1M simulations/s per core
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import time
@@ -97,17 +98,17 @@ def bench_selfplay(games: int, overrides: list[str]) -> dict[str, Any]:
 
     from meeple.config.compose import compose_config
     from meeple.phases.alphazero.evaluator import TorchEvaluator
-    from meeple.phases.alphazero.games import GAMES
-    from meeple_native import SelfPlay
+    from meeple.plugins.registry import load_game
 
     cfg = compose_config(["+experiment=connect4_alphazero", *overrides])
     torch.set_num_threads(int(cfg.hardware.torch_threads))
-    planes, actions = GAMES[cfg.phase.game]
-    net = instantiate(cfg.model)(planes, actions).eval()
+    game = load_game(cfg.phase.game)
+    net = instantiate(cfg.model)(game.planes_shape, game.num_actions).eval()
     kwargs = dict(cfg.phase.selfplay)
     evaluator = TorchEvaluator(net)
-    buffers = evaluator.planes_buffers(int(kwargs["batch_size"]), planes)
-    with SelfPlay(evaluator, seed=0, planes_buffers=buffers, **kwargs) as engine:
+    buffers = evaluator.planes_buffers(int(kwargs["batch_size"]), game.planes_shape)
+    with contextlib.closing(game.selfplay_engine(evaluator, seed=0, planes_buffers=buffers,
+                                                 **kwargs)) as engine:  # fmt: skip
         out = engine.run(games)
     m = out["metrics"]
     hist = np.asarray(m["batch_size_hist"], dtype=float)

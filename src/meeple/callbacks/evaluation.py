@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
-from meeple.envs.factory import round_to_unit
+from meeple.env_factory import round_to_unit
 from meeple.seeding import Component
 from meeple.tracking.keys import EVAL_RETURN
 

@@ -1,7 +1,7 @@
 """Array-level envs: what an env server hosts.
 
 An :class:`ArrayEnv` steps a batch of envs and writes step-result records
-(:meth:`meeple.transport.protocol.Spaces.record_dtype`) into arrays it is handed, so a
+(:meth:`meeple.envs.spaces.Spaces.record_dtype`) into arrays it is handed, so a
 server can point it straight at a reply buffer or at shared memory. Backends may provide
 one natively (``make_array_env``: fast, and the server never imports torch); any other
 backend's TorchRL env is hosted through :class:`meeple.envs.record_env.TorchRLArrayEnv`.
@@ -16,8 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from meeple.envs.spaces import Spaces
 from meeple.errors import ConfigError
-from meeple.transport.protocol import Spaces
 
 
 @runtime_checkable

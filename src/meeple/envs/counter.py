@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meeple.transport.protocol import Spaces
+from meeple.envs.spaces import Spaces
 
 
 class CounterEnv:

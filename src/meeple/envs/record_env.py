@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -12,9 +12,11 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Binary, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-from meeple.envs.array import ArrayEnv
+from meeple.envs.spaces import Spaces
 from meeple.errors import ConfigError
-from meeple.transport.protocol import Spaces
+
+if TYPE_CHECKING:  # annotations only: meeple.envs.array builds TorchRLArrayEnv from this module
+    from meeple.envs.array import ArrayEnv
 
 OBS_KEY = "observation"
 MASK_KEY = "action_mask"

@@ -1,7 +1,8 @@
-"""Entry-point registry of env backends (group ``meeple.plugins``).
+"""Entry-point registries of what plugins provide: env backends (group ``meeple.plugins``),
+AlphaZero games (``meeple.games``) and benchmarks (``meeple.benchmarks``).
 
-Lookups read entry-point metadata only; a backend's module is imported when
-the backend is first loaded, never while composing configs.
+Lookups read entry-point metadata only; a plugin's module is imported when what it provides
+is first loaded, never while composing configs.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from meeple.errors import PluginNotFoundError
-from meeple.plugins.spec import EnvBackend
+from meeple.plugins.spec import AlphaZeroGame, EnvBackend
 
 GROUP = "meeple.plugins"
+GAMES_GROUP = "meeple.games"
+BENCHMARKS_GROUP = "meeple.benchmarks"  # name -> "module:main", main(argv) -> exit code
 
 
-def installed() -> dict[str, EntryPoint]:
-    """Installed backends by name."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+def installed(group: str = GROUP) -> dict[str, EntryPoint]:
+    """Installed entry points of ``group`` by name (env backends by default)."""
+    return {ep.name: ep for ep in entry_points(group=group)}
 
 
 @cache
@@ -38,6 +41,30 @@ def load_backend(name: str) -> EnvBackend:
             "`name` and `make_env(env_cfg, *, num_envs, device)` (meeple.plugins.spec.EnvBackend)"
         )
     return backend
+
+
+def installed_games() -> list[str]:
+    """Names of the installed AlphaZero games (entry-point metadata only: nothing is imported)."""
+    return sorted(installed(GAMES_GROUP))
+
+
+@cache
+def load_game(name: str) -> AlphaZeroGame:
+    """The game object for ``phase.game``; a clear error lists what is installed."""
+    eps = installed(GAMES_GROUP)
+    if name not in eps:
+        choices = ", ".join(sorted(eps)) or "none (pip install -e plugins/connect4)"
+        raise PluginNotFoundError(
+            f"phase.game={name!r} is not an installed game; installed: {choices}"
+        )
+    game = eps[name].load()
+    if not isinstance(game, AlphaZeroGame):
+        raise PluginNotFoundError(
+            f"entry point {eps[name].value!r} for game {name!r} does not provide "
+            "meeple.plugins.spec.AlphaZeroGame (name, planes_shape, num_actions, "
+            "selfplay_options, selfplay_engine, mcts_player, play_match)"
+        )
+    return game
 
 
 def conf_dirs() -> list[Path]:

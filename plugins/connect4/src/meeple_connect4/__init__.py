@@ -1,4 +1,5 @@
-"""Connect Four env backend for meeple (entry point ``meeple.plugins: connect4``)."""
+"""Connect Four for meeple: the env backend (entry point ``meeple.plugins: connect4``) and the
+AlphaZero game (``meeple.games: connect4``, :mod:`meeple_connect4.game`)."""
 
 from meeple_connect4.env import Connect4ArrayEnv, Connect4Backend
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from meeple.transport.protocol import Spaces
+from meeple.envs.spaces import Spaces
 from meeple_native import OBS_SHAPE, WIDTH, Connect4
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""AlphaZero on a native two-player game: self-play engine -> replay buffer -> ``AlphaZeroModule``."""
+"""AlphaZero on a plugin's two-player game (``phase.game``, entry points ``meeple.games``):
+self-play engine -> replay buffer -> ``AlphaZeroModule``, gated."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from meeple.phases.alphazero.callbacks import AlphaZeroGate
 from meeple.phases.alphazero.data import SelfPlayDataModule
-from meeple.phases.alphazero.games import GAMES
 from meeple.phases.alphazero.schema import AlphaZeroPhase
 from meeple.phases.parts import PhaseParts
+from meeple.plugins.registry import load_game
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 
 def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     phase: AlphaZeroPhase = typed["phase"]
-    planes_shape, num_actions = GAMES[phase.game]
+    game = load_game(phase.game)
     seed_process(seeds.seed(Component.MODEL_INIT))
-    net = instantiate(cfg.model)(planes_shape, num_actions)
+    net = instantiate(cfg.model)(game.planes_shape, game.num_actions)
     module = instantiate(cfg.phase.module)(
         net,
         optimizer=instantiate(cfg.phase.optimizer),
@@ -32,6 +33,7 @@ def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePar
         module.net.compile()
         module.best.compile()
     datamodule = SelfPlayDataModule(
+        game=game,
         seeds=seeds,
         games_per_iteration=phase.games_per_iteration,
         train_steps=phase.train_steps,
@@ -42,5 +44,5 @@ def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePar
         engine=OmegaConf.to_container(cfg.phase.selfplay, resolve=True),
     )
     datamodule.attach(lambda: module.best)
-    gate = AlphaZeroGate(seeds, **asdict(phase.gate))
+    gate = AlphaZeroGate(game, seeds, **asdict(phase.gate))
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=phase.iterations, callbacks={"gate": gate})

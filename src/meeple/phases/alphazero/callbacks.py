@@ -1,41 +1,22 @@
-"""AlphaZero iteration-end work: the gate, then the Connect Four strength benchmarks.
+"""AlphaZero's gate: at each iteration's end the candidate plays the best network.
 
-Order matters (the phase builder puts the gate first): the benchmarks measure the
-network that plays self-play, i.e. the best one after this iteration's gate.
+The phase builder puts it before the configured callbacks (``phase.callbacks``, e.g. a game's
+strength benchmark), so those measure the best network after this iteration's gate.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 import lightning as L
-import numpy as np
 
-from meeple.phases.alphazero.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
-from meeple.phases.alphazero.connect4_bench import (
-    MIDDLE,
-    SETS,
-    BenchmarkSet,
-    generated_benchmarks,
-    load_benchmark,
-    player_moves,
-    policy_moves,
-)
 from meeple.phases.alphazero.evaluator import TorchEvaluator
+from meeple.plugins.spec import AlphaZeroGame
 from meeple.seeding import Component, PhaseSeeds
 from meeple.tracking import keys
-from meeple_native import Solver
 
 log = logging.getLogger(__name__)
-
-
-def _project_path(path: str) -> Path:
-    """Relative paths are relative to the project root (the folder holding conf/), not the cwd."""
-    from meeple.config.compose import conf_dir
-
-    return Path(path) if Path(path).is_absolute() else conf_dir().parent / path
 
 
 def _device(module: L.LightningModule):
@@ -44,11 +25,13 @@ def _device(module: L.LightningModule):
 
 class AlphaZeroGate(L.Callback):
     """The candidate plays ``games`` games against the best network (colours alternate,
-    ``opening_moves`` sampled plies per game); it replaces the best one if it scores at
-    least ``threshold`` (win 1, draw 0.5). ``games=0`` accepts every candidate."""
+    ``opening_moves`` sampled plies per game) of ``game``, both searching with
+    ``num_simulations``; it replaces the best one if it scores at least ``threshold``
+    (win 1, draw 0.5). ``games=0`` accepts every candidate."""
 
-    def __init__(self, seeds: PhaseSeeds, games: int, threshold: float, num_simulations: int,
+    def __init__(self, game: AlphaZeroGame, seeds: PhaseSeeds, games: int, threshold: float, num_simulations: int,
                  opening_moves: int, leaves_in_flight: int = 8) -> None:
+        self.game = game
         self.games = games
         self.threshold = threshold
         self.num_simulations = num_simulations
@@ -63,11 +46,9 @@ class AlphaZeroGate(L.Callback):
             score, accepted = 1.0, True
         else:
             device = _device(pl_module)
-            candidate = MCTSPlayer(TorchEvaluator(pl_module.net, device), num_simulations=self.num_simulations,
-                                   leaves_in_flight=self.leaves_in_flight, seed=next(self.seeds))
-            best = MCTSPlayer(TorchEvaluator(pl_module.best, device), num_simulations=self.num_simulations,
-                              leaves_in_flight=self.leaves_in_flight, seed=next(self.seeds))
-            result = play_match(candidate, best, self.games, opening_moves=self.opening_moves)
+            candidate = self._player(TorchEvaluator(pl_module.net, device))
+            best = self._player(TorchEvaluator(pl_module.best, device))
+            result = self.game.play_match(candidate, best, self.games, opening_moves=self.opening_moves)
             score, accepted = result.score, result.score >= self.threshold
         if accepted:
             pl_module.promote()
@@ -79,92 +60,6 @@ class AlphaZeroGate(L.Callback):
                            ("perf/gate_s", time.perf_counter() - start)):
             pl_module.log(key, value, on_step=False, on_epoch=True)
 
-
-class Connect4Benchmark(L.Callback):
-    """Every ``every_n_iterations`` (and after the last), measures the best network:
-
-    * win rate against pure MCTS (random rollouts, ``mcts_opponent_simulations``), colours alternating;
-    * win rate against the exact solver from ``solver_games`` positions of the generated
-      middle-game set that the side to move (the agent) does not lose, and the share of those
-      games where the agent kept the position's game-theoretic value;
-    * the share of optimal (and of value-keeping) moves on the generated sets
-      (``generated_positions`` each, from ``generated_seed``) and, with ``benchmark_dir``, on
-      Pons' ``Test_L3_R1`` and ``Test_L2_R1``: by the raw policy on every position, and by
-      MCTS with the network on the first ``mcts_positions``.
-    """
-
-    def __init__(self, every_n_iterations: int, agent_simulations: int, mcts_games: int,
-                 mcts_opponent_simulations: int, solver_games: int, mcts_positions: int,
-                 benchmark_dir: str | None, generated_positions: int = 200,
-                 generated_seed: int = 2026) -> None:
-        self.every_n_iterations = every_n_iterations
-        self.agent_simulations = agent_simulations
-        self.mcts_games = mcts_games
-        self.mcts_opponent_simulations = mcts_opponent_simulations
-        self.solver_games = solver_games
-        self.mcts_positions = mcts_positions
-        self.benchmark_dir = _project_path(benchmark_dir) if benchmark_dir else None
-        # A fixed seed, not the run's: every run (and every user) measures on the same positions.
-        self.generated_positions = generated_positions
-        self.generated_seed = generated_seed
-        self.benches: list[BenchmarkSet] = []
-        self.history: list[dict[str, float]] = []
-        self._solver: Solver | None = None
-        self._seeds = None
-
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self._solver is not None:
-            return
-        self._solver = Solver(tt_log2=22)
-        self._seeds = trainer.datamodule.seeds.stream(Component.EVALUATION)
-        # ~3 s for 2 x 200 positions on one core; Pons' missing files fail here, before any self-play.
-        self.benches = generated_benchmarks(self.generated_positions, self.generated_seed, self._solver)
-        if self.benchmark_dir is not None:
-            self.benches += [load_benchmark(self.benchmark_dir / name, self._solver) for name in SETS]
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        iteration = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
-        if iteration % self.every_n_iterations and not last:
-            return
-        metrics = self.evaluate(pl_module)
-        metrics["iteration"] = float(iteration)
-        self.history.append(metrics)
-        for key, value in metrics.items():
-            if key != "iteration":
-                pl_module.log(key, value, on_step=False, on_epoch=True)
-
-    def evaluate(self, pl_module: L.LightningModule) -> dict[str, float]:
-        start = time.perf_counter()
-        device = _device(pl_module)
-        agent = MCTSPlayer(TorchEvaluator(pl_module.best, device), num_simulations=self.agent_simulations,
-                           seed=next(self._seeds))
-        metrics: dict[str, float] = {}
-        if self.mcts_games:
-            pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
-                              seed=next(self._seeds))
-            metrics[keys.EVAL_VS_MCTS] = play_match(agent, pure, self.mcts_games).score
-        middle = next(b for b in self.benches if b.name == MIDDLE)
-        if self.solver_games:
-            rng = np.random.default_rng(next(self._seeds))
-            not_lost = np.flatnonzero(middle.scores >= 0)  # the agent, to move, does not lose
-            picks = rng.choice(not_lost, size=min(self.solver_games, len(not_lost)), replace=False)
-            result, kept = play_from_positions(agent, SolverPlayer(self._solver, seed=next(self._seeds)),
-                                               [middle.positions[i] for i in picks], middle.scores[picks])
-            metrics[keys.EVAL_VS_SOLVER] = result.score
-            metrics[keys.EVAL_SOLVER_KEPT] = kept / max(result.games, 1)
-        for bench in self.benches:
-            optimal, correct = bench.shares(policy_moves(pl_module.best, bench, device))
-            metrics[keys.optimal_share_key(bench.name, "policy")] = optimal
-            metrics[keys.optimal_share_key(bench.name, "policy", "correct")] = correct
-            if self.mcts_positions:
-                optimal, correct = bench.shares(player_moves(agent, bench, self.mcts_positions))
-                metrics[keys.optimal_share_key(bench.name, "mcts")] = optimal
-                metrics[keys.optimal_share_key(bench.name, "mcts", "correct")] = correct
-            floor, _ = bench.random_shares()
-            metrics[keys.optimal_share_key(bench.name, "random")] = floor
-        metrics["perf/eval_s"] = time.perf_counter() - start
-        log.info("benchmark: %s", ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items()
-                                           if k.startswith("eval/")))
-        return metrics
-
+    def _player(self, evaluator: TorchEvaluator):
+        return self.game.mcts_player(evaluator, num_simulations=self.num_simulations,
+                                     leaves_in_flight=self.leaves_in_flight, seed=next(self.seeds))

@@ -1,12 +1,12 @@
 """The self-play -> Lightning bridge for AlphaZero.
 
 One Lightning epoch is one iteration: iterating :class:`SelfPlayDataset` plays
-``games_per_iteration`` games with the current best network through the native
-self-play engine (worker threads, batched evaluation queue), writes every position as a
+``games_per_iteration`` games with the current best network through the game's
+self-play engine (native Connect Four: worker threads, batched evaluation queue), writes every position as a
 sample (planes, visit-count policy, game result from the mover's view, legal mask) into
 a TorchRL replay buffer, then yields ``train_steps`` minibatches sampled uniformly from
-the buffer. Connect Four is symmetric under a left-right mirror, so each sample can be
-stored twice (``augment_mirror``).
+the buffer. A game symmetric under a left-right mirror whose actions are columns (Connect
+Four) can store each sample twice (``augment_mirror``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import RandomSampler
 
 from meeple.phases.alphazero.evaluator import TorchEvaluator
+from meeple.plugins.spec import AlphaZeroGame, SelfPlayEngine
 from meeple.seeding import Component, PhaseSeeds
 from meeple.tracking import keys
-from meeple_native import OBS_SHAPE, SelfPlay
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class SelfPlayDataModule(L.LightningDataModule):
     def __init__(
         self,
         *,
+        game: AlphaZeroGame,
         seeds: PhaseSeeds,
         games_per_iteration: int,
         train_steps: int,
@@ -81,9 +82,11 @@ class SelfPlayDataModule(L.LightningDataModule):
         engine: dict[str, Any],
         progress: bool = True,
     ) -> None:
-        """``engine``: keyword arguments of ``meeple_native.SelfPlay`` (workers, batch size,
-        simulations, noise, temperature, ...); the evaluator and seed come from here."""
+        """``engine``: keyword options of ``game.selfplay_engine`` (native Connect Four:
+        workers, batch size, simulations, noise, temperature, ...); the evaluator and seed come
+        from here."""
         super().__init__()
+        self.game = game
         self.seeds = seeds
         self.games_per_iteration = games_per_iteration
         self.train_steps = train_steps
@@ -97,7 +100,7 @@ class SelfPlayDataModule(L.LightningDataModule):
             storage=LazyTensorStorage(replay_size), sampler=RandomSampler(), batch_size=batch_size,
             generator=self.generator,
         )
-        self.engine: SelfPlay | None = None
+        self.engine: SelfPlayEngine | None = None
         self.evaluator: TorchEvaluator | None = None
         self.network: Callable[[], torch.nn.Module] | None = None
         self.iteration = 0
@@ -115,10 +118,11 @@ class SelfPlayDataModule(L.LightningDataModule):
         if self.evaluator is None:
             device = next(net.parameters()).device
             self.evaluator = TorchEvaluator(net, device)
-            buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)), OBS_SHAPE)
+            buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)),
+                                                    self.game.planes_shape)
             # One engine for the whole run: game ids (and their random streams) keep counting.
-            self.engine = SelfPlay(self.evaluator, seed=self.seeds.seed(Component.ENV), planes_buffers=buffers,
-                                   **self.engine_kwargs)
+            self.engine = self.game.selfplay_engine(self.evaluator, seed=self.seeds.seed(Component.ENV),
+                                                    planes_buffers=buffers, **self.engine_kwargs)
         self.evaluator.net = net
 
     def teardown(self, stage: str) -> None:

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from meeple.config.schema import require
 from meeple.errors import ConfigError
+from meeple.plugins.registry import installed_games, load_game
 
 
 @dataclass
@@ -53,9 +54,10 @@ class AlphaZeroPhase:
 
 
 def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
-    from meeple.phases.alphazero.games import GAMES
-
-    require(phase.game in GAMES, "phase.game", phase.game, ", ".join(GAMES))
+    # Entry-point metadata names the games; only a known game's (torch-free) module is loaded.
+    games = installed_games()
+    require(phase.game in games, "phase.game", phase.game,
+            ", ".join(games) or "none installed (pip install -e plugins/connect4)")
     for name in ("iterations", "games_per_iteration", "train_steps", "batch_size", "replay_size"):
         require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
     require(0 <= phase.min_replay <= phase.replay_size, "phase.min_replay", phase.min_replay,
@@ -70,17 +72,9 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              "an integer >= 1")
     require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
              "an integer >= 1")
-    accepted = _selfplay_options()
+    accepted = load_game(phase.game).selfplay_options
     unknown = sorted(set(phase.selfplay) - accepted)
     if unknown:
         raise ConfigError(f"phase.selfplay.{unknown[0]} is not a self-play engine option; accepted: "
                           f"{', '.join(sorted(accepted))}")
 
-
-def _selfplay_options() -> set[str]:
-    """Keyword options of ``meeple_native.SelfPlay`` that a config may set (from its signature line)."""
-    from meeple_native import SelfPlay
-
-    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
-    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
-    return names - {"seed", "planes_buffers"}  # set by the data module

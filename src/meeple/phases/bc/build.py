@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import DictConfig, OmegaConf
 
 from meeple.checkpoint.actor import checkpoint_file
-from meeple.envs.factory import batch_unit, make_env
+from meeple.env_factory import batch_unit, make_env
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
 from meeple.phases.bc.data import DemonstrationDataModule

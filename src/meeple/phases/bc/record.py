@@ -3,7 +3,7 @@
 A policy is either a scripted controller (any callable ``td -> action`` named by ``_target_``,
 e.g. :class:`meeple_gym.experts.CartPoleExpert`) or a TorchRL module that writes ``action``
 (a trained actor from :func:`meeple.checkpoint.actor.load_actor`). ``num_envs`` seeded envs from
-:func:`meeple.envs.factory.make_env` (the training env config) play until ``episodes`` episodes
+:func:`meeple.env_factory.make_env` (the training env config) play until ``episodes`` episodes
 have ended; the first ``episodes`` to end are kept, in the order they ended (ties: env index).
 
 Command line (``conf/record.yaml``)::
@@ -173,7 +173,7 @@ def record(
     progress: bool = True,
 ) -> Recording:
     """Play ``episodes`` episodes of ``policy`` on ``num_envs`` envs seeded with ``seed``."""
-    from meeple.envs.factory import make_env
+    from meeple.env_factory import make_env
 
     env = make_env(env_cfg, num_envs=num_envs, seed=seed, transport=transport)
     try:
@@ -245,7 +245,7 @@ def scripted_policy(node: Mapping[str, Any]) -> tuple[Policy, str]:
 def checkpoint_policy(path: str, env_cfg: Mapping[str, Any], transport=None) -> tuple[Policy, str]:
     """The trained actor of a checkpoint, rebuilt for this env (its env must be the same one)."""
     from meeple.checkpoint.actor import load_actor
-    from meeple.envs.factory import make_env
+    from meeple.env_factory import make_env
     from meeple.errors import ConfigError
 
     def make_specs(config: dict[str, Any]):

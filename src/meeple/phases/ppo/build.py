@@ -7,7 +7,7 @@ from functools import partial
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.envs.factory import batch_unit, env_snapshots, make_env
+from meeple.env_factory import batch_unit, env_snapshots, make_env
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule

@@ -3,6 +3,8 @@ next to pymahjong (and riichienv) measured in the same run.
 
     python -m meeple.bench mahjong --out mahjong.json [--games 20] [--native-games 300]
 
+(entry point ``meeple.benchmarks: mahjong`` in this plugin's pyproject.toml)
+
 Measured in one process, one core, one after the other:
 - ``meeple``: full East-South games through the Python API (pending / legal_actions /
   step, the action drawn with ``random.choice``), games/hour and decisions/s;
@@ -189,6 +191,7 @@ def _run(name: str, fn, *args) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """riichi mahjong engine: games/hour and decisions/s vs pymahjong and riichienv (random play)"""
     p = argparse.ArgumentParser(
         prog="python -m meeple.bench mahjong", description=__doc__.split("\n\n")[0]
     )
@@ -286,3 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k}: {v}")
     print(f"wrote {a.out}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

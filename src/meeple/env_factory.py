@@ -1,4 +1,8 @@
-"""Backend-neutral env construction: plugin env + the core's episode bookkeeping."""
+"""Backend-neutral env construction: plugin env + the core's episode bookkeeping.
+
+Above both ``meeple.envs`` and ``meeple.transport`` (it may hand back a ``RemoteEnv``, which
+hosts envs of ``meeple.envs`` in a server), so neither of those imports the other's way up.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Players and matches on native Connect Four: network MCTS, pure MCTS, the exact solver.
 
 A player maps a position to a column. A match alternates colours between games and
-scores a win 1, a draw 0.5 and a loss 0 from the first player's side of the match.
+scores a win 1, a draw 0.5 and a loss 0 from the first player's side of the match
+(``meeple.plugins.spec.MatchResult``); the AlphaZero gate plays its matches through
+``meeple_connect4.game``.
 Deterministic players would replay one game over and over, so every game opens with a
 few moves sampled from the search's visit counts (``opening_temperature``).
 """
@@ -9,10 +11,10 @@ few moves sampled from the search's visit counts (``opening_temperature``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from meeple.plugins.spec import MatchResult
 from meeple_native import MCTS, Connect4, Solver
 
 
@@ -70,22 +72,6 @@ def play_game(players: Sequence, start: Connect4 | None = None, opening_moves: i
         sample = position.moves_played - first_ply < opening_moves
         position.play(player.move(position, opening_temperature if sample else 0.0))
     return position
-
-
-@dataclass
-class MatchResult:
-    wins: int
-    draws: int
-    losses: int
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def score(self) -> float:
-        """Win 1, draw 0.5, loss 0, averaged over the games (the "win rate" of a gate)."""
-        return (self.wins + 0.5 * self.draws) / max(self.games, 1)
 
 
 def play_match(player, opponent, games: int, *, opening_moves: int = 2, opening_temperature: float = 1.0) -> MatchResult:
