@@ -7,7 +7,7 @@ moves reach the best score, *correct* moves keep the position's win/draw/loss cl
   random legal moves from a fixed seed to a ply in the set's range and keeps positions that
   are not decided trivially (see :func:`is_trivial`).
 * Pascal Pons' published sets as an outside check: files of ``<moves> <score>`` lines
-  (1-based columns; see ``../shared/data/README.md``), where the solver must agree with
+  (1-based columns, from the author's solver write-up), where the solver must agree with
   the file's score.
 """
 
