@@ -12,7 +12,7 @@ from meeple.phases.registry import validate
 @pytest.mark.parametrize(
     "overrides, pattern",
     [
-        (["phase.rollout_steps=abc"], r"phase\.rollout_steps.*Integer"),
+        (["phase.rollout_steps=abc"], r"phase\.rollout_steps='abc' is not allowed; accepted: an integer"),
         (["+phase.gamma=0.9"], r"phase\.gamma.*not in 'PPOPhase'.*accepted keys of phase: .*loss"),
         (["+phase.loss.gama=0.9"], r"phase\.loss\.gama"),
         (["phase.minibatch_size=5000"], r"phase\.minibatch_size=5000 is larger than one rollout.*accepted: 1\.\.1024"),
