@@ -12,7 +12,7 @@ from meeple_connect4.arena import MCTSPlayer, play_match
 
 SMALL = [
     "+experiment=connect4_alphazero", "seed=5", "tracking=none", "checkpoint=none", "callbacks.progress=null",
-    "callbacks.benchmark=null", "callbacks.curves=null", "phase.iterations=2", "phase.games_per_iteration=160",
+    "phase.callbacks.benchmark=null", "phase.callbacks.curves=null", "phase.iterations=2", "phase.games_per_iteration=160",
     "phase.train_steps=300", "phase.min_replay=0", "phase.selfplay.num_simulations=48", "phase.gate.games=0",
 ]
 

@@ -40,10 +40,12 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
     # The phase's required callbacks first (e.g. AlphaZero's gate before evaluations), then the
     # ones its yaml names, then the run's bag; a phase's callback replaces the bag's of that name.
     callbacks = dict(parts.callbacks)
+    named = set(callbacks)  # a name the phase sets, even to null, is not taken from the bag
     for bag in (cfg.phase.get("callbacks"), cfg.get("callbacks")):
         for name, node in (bag or {}).items():
-            if node is not None and name not in callbacks:
+            if node is not None and name not in named:
                 callbacks[name] = instantiate(node)
+            named.add(name)
     trainer_kwargs = dict(
         accelerator=hw.accelerator,
         devices=hw.devices,
