@@ -27,8 +27,9 @@ def test_train_yaml_has_no_experiment_default():
 
 @pytest.mark.parametrize("hardware", HARDWARE)
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_compose_and_instantiate(compose, experiment, hardware):
-    """Every stage of every experiment (pipelines included) validates and builds."""
+def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
+    """Every stage of every experiment (pipelines included) validates and builds (in a tmp folder:
+    a BC stage records its demonstrations when they are missing)."""
     overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
     cfg = compose(overrides)
     plan = plan_run(cfg)
