@@ -102,7 +102,8 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
         if record is None and stage.index < plan.start:
             record = _import_stage(plan, stage, session, source)
         if record is not None:
-            log.info("%s finished earlier (%s): not run again", stage.label, record.get("finished", "?"))
+            if "imported_from" not in record:
+                log.info("%s finished earlier (%s): not run again", stage.label, record.get("finished", "?"))
             step, metrics = int(record["step_end"]), dict(record["metrics"])
             continue
         stage_cfg = _pin_seed(stage.cfg, master)
