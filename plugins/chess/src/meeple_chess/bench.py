@@ -34,6 +34,7 @@ def measure(overrides: list[str], seconds: float, device: str) -> dict[str, Any]
     from meeple_chess.game import game
 
     cfg = compose_config(["+experiment=chess_alphazero", *overrides])
+    torch.set_num_threads(int(cfg.hardware.torch_threads))  # as a training run does (hardware profile)
     torch.manual_seed(0)
     net = instantiate(cfg.model)(game.planes_shape, game.num_actions).to(device).eval()
     options = OmegaConf.to_container(cfg.phase.selfplay, resolve=True)
@@ -57,6 +58,7 @@ def measure(overrides: list[str], seconds: float, device: str) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """chess self-play positions/s and batch fill with the chess_alphazero network and settings"""
     p = argparse.ArgumentParser(prog="python -m meeple.bench chess_selfplay", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("chess_selfplay.json"), help="JSON results file")
     p.add_argument("--seconds", type=float, default=30.0, help="seconds of self-play")
