@@ -10,6 +10,7 @@ INSTALL = (
     "-e", ".[test]",
     "-e", "./plugins/gym",
     "-e", "./plugins/connect4",
+    "-e", "./plugins/chess",
     "-e", "./plugins/mahjong",
     "./native",
 )

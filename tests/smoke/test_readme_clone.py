@@ -22,11 +22,12 @@ COMMANDS = [
     ("python train.py", ["debug=tiny"]),  # tracking on: MLflow's sqlite file inside the clone
     ("python train.py +experiment=cartpole_ppo hardware=cpu seed=7 phase.lr=1e-3", ["debug=tiny", "tracking=none"]),
     ("python train.py +experiment=connect4_alphazero", ["debug=tiny", "tracking=none"]),
+    ("python train.py +experiment=chess_alphazero", ["debug=tiny", "tracking=none"]),
     ("python train.py +experiment=mahjong_ppo", ["debug=tiny", "tracking=none"]),
     ("python train.py +experiment=pixels_ppo", ["debug=tiny", "tracking=none"]),
     ("python train.py --cfg job", []),
 ]
-SOURCES = ("src", "plugins/gym/src", "plugins/connect4/src", "plugins/mahjong/src")
+SOURCES = ("src", "plugins/gym/src", "plugins/connect4/src", "plugins/chess/src", "plugins/mahjong/src")
 
 
 def _git_toplevel() -> str | None:

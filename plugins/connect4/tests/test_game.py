@@ -73,7 +73,7 @@ def test_gate_match_through_the_protocol():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("phase.game=chess", "phase.game='chess' is not allowed; accepted: connect4"),
+    ("phase.game=go", "phase.game='go' is not allowed; accepted: "),  # the installed games follow
     # the accepted options come from the game (its native engine's keywords)
     ("+phase.selfplay.num_worker=2", "phase.selfplay.num_worker is not a self-play engine option; accepted: "
                                      "batch_size, c_puct, cache_size, dirichlet_alpha"),

@@ -105,6 +105,11 @@ class AlphaZeroGame(Protocol):
     (``meeple.phases.alphazero.evaluator.TorchEvaluator``). The entry point's module must import
     without torch: config validation loads it to check ``phase.selfplay`` against
     ``selfplay_options``.
+
+    Optional attribute ``mirror_symmetric: bool`` (absent = False): the game is left-right
+    symmetric and a mirrored position's actions are the mirrored actions (planes and policy
+    flipped along the last axis), so ``phase.augment_mirror`` may store mirrored samples; the
+    phase refuses ``augment_mirror: true`` for any other game.
     """
 
     name: str

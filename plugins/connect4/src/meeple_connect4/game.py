@@ -24,6 +24,7 @@ class Connect4Game:
     planes_shape: tuple[int, ...] = tuple(OBS_SHAPE)
     num_actions: int = WIDTH
     selfplay_options = _selfplay_options()
+    mirror_symmetric = True  # a column's mirror is a column: phase.augment_mirror is valid
 
     def selfplay_engine(self, evaluator: Any, *, seed: int, planes_buffers: Any,
                         **options: Any) -> SelfPlay:

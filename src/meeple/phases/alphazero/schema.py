@@ -72,7 +72,12 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              "an integer >= 1")
     require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
              "an integer >= 1")
-    accepted = load_game(phase.game).selfplay_options
+    game = load_game(phase.game)
+    # Mirrored samples are only valid for a game that says it is left-right symmetric with
+    # actions that mirror with the board (Connect Four's columns); never flip silently.
+    require(not phase.augment_mirror or getattr(game, "mirror_symmetric", False), "phase.augment_mirror",
+            phase.augment_mirror, f"false (game {phase.game!r} declares no left-right symmetry)")
+    accepted = game.selfplay_options
     unknown = sorted(set(phase.selfplay) - accepted)
     if unknown:
         raise ConfigError(f"phase.selfplay.{unknown[0]} is not a self-play engine option; accepted: "

@@ -1,0 +1,100 @@
+"""Players and matches on native chess: MCTS with a network, pure MCTS (random playouts), random.
+
+A player maps a ``meeple_native.chess.Board`` to a policy index (``Board.push_action``). A match
+alternates colours between games and scores a win 1, a draw 0.5 and a loss 0 from the first
+player's side (``meeple.plugins.spec.MatchResult``). Games end by the engine's own rules
+(checkmate, stalemate, insufficient material, the 50-move rule, threefold repetition; the last
+two at once, as in self-play), so every game is finite; ``max_plies`` optionally adjudicates a
+longer game as a draw (off by default; the AlphaZero phase never sets it).
+Deterministic players would replay one game, so the first ``opening_moves`` plies of each game
+are sampled from the search's visit counts (``opening_temperature``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from meeple.plugins.spec import MatchResult
+from meeple_native.chess import MCTS, Board
+
+
+class MCTSPlayer:
+    """PUCT search with a network evaluator (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``
+    (no exploration noise)."""
+
+    def __init__(self, evaluator: Callable | str, *, num_simulations: int, leaves_in_flight: int = 8,
+                 c_puct: float = 1.5, seed: int = 0) -> None:
+        self.evaluator = evaluator
+        self.search = MCTS(num_simulations=num_simulations, c_puct=c_puct, leaves_in_flight=leaves_in_flight,
+                           seed=seed, dirichlet_epsilon=0.0)
+
+    def move(self, board: Board, temperature: float = 0.0) -> int:
+        self.search.search(board, self.evaluator)
+        return self.search.choose_action(temperature)
+
+
+class RandomPlayer:
+    """A uniformly random legal move."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def move(self, board: Board, temperature: float = 0.0) -> int:
+        legal = board.legal_actions()
+        return int(legal[self.rng.integers(len(legal))])
+
+
+@dataclass
+class MatchReport:
+    """A match's result from the first player's side, with each game's length and ending."""
+
+    result: MatchResult
+    plies: list[int] = field(default_factory=list)
+    terminations: Counter = field(default_factory=Counter)  # 'checkmate', ..., 'max_plies'
+
+
+def play_game(players: Sequence, start: Board | None = None, *, opening_moves: int = 0,
+              opening_temperature: float = 1.0, max_plies: int | None = None) -> Board:
+    """Play to the end (or ``max_plies`` plies); ``players[i]`` moves when ``board.to_play == i``
+    (0 white). Returns the final board."""
+    board = start.copy() if start is not None else Board()
+    first_ply = board.ply
+    while not board.is_game_over():
+        played = board.ply - first_ply
+        if max_plies is not None and played >= max_plies:
+            break
+        temperature = opening_temperature if played < opening_moves else 0.0
+        board.push_action(players[board.to_play].move(board, temperature))
+    return board
+
+
+def winner(board: Board) -> int | None:
+    """0 white, 1 black, None for a draw or an unfinished (adjudicated) game."""
+    return {"1-0": 0, "0-1": 1}.get(board.result())
+
+
+def play_match(player, opponent, games: int, *, opening_moves: int = 4, opening_temperature: float = 1.0,
+               max_plies: int | None = None) -> MatchReport:
+    """``games`` games, ``player`` white in the even-numbered ones; results from ``player``'s side."""
+    wins = draws = losses = 0
+    report = MatchReport(MatchResult(0, 0, 0))
+    for g in range(games):
+        seat = g % 2
+        seats = (player, opponent) if seat == 0 else (opponent, player)
+        final = play_game(seats, opening_moves=opening_moves, opening_temperature=opening_temperature,
+                          max_plies=max_plies)
+        who = winner(final)
+        if who is None:
+            draws += 1
+        elif who == seat:
+            wins += 1
+        else:
+            losses += 1
+        report.plies.append(final.ply)
+        report.terminations[final.termination() or "max_plies"] += 1
+    report.result = MatchResult(wins, draws, losses)
+    return report

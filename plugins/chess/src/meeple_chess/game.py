@@ -1,0 +1,51 @@
+"""Chess for the AlphaZero phase (entry point ``meeple.games: chess``).
+
+Rules, search and self-play are ``meeple_native.chess``'s (docs/chess.md: planes, the 4,672-move
+policy, game end by checkmate, stalemate, the 50-move rule, threefold repetition and insufficient
+material, all automatic, so every game is finite without a ply cap); the gate's matches are
+:mod:`meeple_chess.arena`'s. Config validation loads this module, so it imports no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from meeple.plugins.spec import MatchResult
+from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, SelfPlay
+
+
+def _selfplay_options() -> frozenset[str]:
+    """Keyword options of ``meeple_native.chess.SelfPlay`` a config may set (from its signature)."""
+    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
+    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
+    return frozenset(names - {"seed", "planes_buffers"})  # set by the phase's data module
+
+
+class ChessGame:
+    name = "chess"
+    planes_shape: tuple[int, ...] = tuple(PLANES_SHAPE)
+    num_actions: int = NUM_ACTIONS
+    selfplay_options = _selfplay_options()
+    # Castling rights differ between the king's and the queen's side: a left-right mirror of a
+    # position is not a chess position with the same value, so `phase.augment_mirror` is refused.
+    mirror_symmetric = False
+
+    def selfplay_engine(self, evaluator: Any, *, seed: int, planes_buffers: Any,
+                        **options: Any) -> SelfPlay:
+        return SelfPlay(evaluator, seed=seed, planes_buffers=planes_buffers, **options)
+
+    def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
+                    seed: int):
+        from meeple_chess.arena import MCTSPlayer
+
+        return MCTSPlayer(evaluator, num_simulations=num_simulations,
+                          leaves_in_flight=leaves_in_flight, seed=seed)  # fmt: skip
+
+    def play_match(self, player: Any, opponent: Any, games: int, *,
+                   opening_moves: int) -> MatchResult:
+        from meeple_chess.arena import play_match
+
+        return play_match(player, opponent, games, opening_moves=opening_moves).result
+
+
+game = ChessGame()
