@@ -39,7 +39,7 @@ class BenchTimer(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         evaluations = [cb for cb in trainer.callbacks if isinstance(cb, GreedyEvaluation)]
         if not evaluations:
-            raise RuntimeError("the benchmark needs meeple's GreedyEvaluation callback (callbacks.eval)")
+            raise RuntimeError("the benchmark needs meeple's GreedyEvaluation callback (phase.callbacks.eval)")
         evaluation = self._evaluation = evaluations[0]
         self.clock = clock = RunClock(evaluation.stop_at_return)
 
