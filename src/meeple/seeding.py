@@ -96,6 +96,30 @@ class SeedStream(Iterator[int]):
         return _to_int(self.sequence.spawn(1)[0])
 
 
+class SeedStreams:
+    """Mixin for a datamodule: one stream of fresh seeds per component (e.g. evaluation seeds),
+    created on first use from ``self.seeds``; checkpoints store and restore their positions
+    (``RolloutCheckpoint`` calls :meth:`seed_stream_positions` / :meth:`restore_seed_streams`)."""
+
+    seeds: PhaseSeeds
+    _streams: dict[Component, SeedStream]
+
+    def seed_stream(self, component: Component) -> SeedStream:
+        """This run's stream of fresh seeds for ``component`` (one per component; checkpointed)."""
+        streams = self.__dict__.setdefault("_streams", {})
+        if component not in streams:
+            streams[component] = self.seeds.stream(component)
+        return streams[component]
+
+    def seed_stream_positions(self) -> dict[str, int]:
+        streams = self.__dict__.get("_streams", {})
+        return {component.name: stream.position for component, stream in streams.items()}
+
+    def restore_seed_streams(self, positions: dict[str, int]) -> None:
+        self._streams = {Component[name]: self.seeds.stream(Component[name], position=position)
+                         for name, position in positions.items()}
+
+
 def seed_process(seed: int) -> None:
     """Seed the global generators of torch, numpy and ``random`` in this process."""
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchrl.envs import EnvBase
 
 from meeple.phases.bc.dataset import Demonstrations
-from meeple.seeding import Component, PhaseSeeds, SeedStream
+from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams
 
 # val_fraction=0: no validation loader, on purpose.
 warnings.filterwarnings("ignore", message="Total length of `list` across ranks is zero")
@@ -35,7 +35,7 @@ def _identity(x: Any) -> Any:
     return x
 
 
-class DemonstrationDataModule(L.LightningDataModule):
+class DemonstrationDataModule(SeedStreams, L.LightningDataModule):
     def __init__(
         self,
         demonstrations: Demonstrations,
@@ -75,21 +75,6 @@ class DemonstrationDataModule(L.LightningDataModule):
         if len(self.val_index) == 0:
             return []
         return DataLoader(FixedBatches(self, self.val_index), batch_size=None, collate_fn=_identity)
-
-    # -- seed streams (evaluation seeds; positions are checkpointed by RolloutCheckpoint) ------
-    def seed_stream(self, component: Component) -> SeedStream:
-        if component not in self._streams:
-            self._streams[component] = self.seeds.stream(component)
-        return self._streams[component]
-
-    def seed_stream_positions(self) -> dict[str, int]:
-        return {component.name: stream.position for component, stream in self._streams.items()}
-
-    def restore_seed_streams(self, positions: dict[str, int]) -> None:
-        self._streams = {
-            Component[name]: self.seeds.stream(Component[name], position=position)
-            for name, position in positions.items()
-        }
 
     # -- checkpoint state ----------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -30,7 +30,7 @@ from torchrl.envs import EnvBase, TransformedEnv
 
 from meeple.data.collectors import build_collector
 from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
-from meeple.seeding import Component, PhaseSeeds, SeedStream
+from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams
 from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def _identity(x: Any) -> Any:
     return x
 
 
-class RolloutDataModule(L.LightningDataModule):
+class RolloutDataModule(SeedStreams, L.LightningDataModule):
     def __init__(
         self,
         *,
@@ -125,19 +125,6 @@ class RolloutDataModule(L.LightningDataModule):
             self.collector.shutdown()
             self.collector = None
             self._batches = None
-
-    def seed_stream(self, component: Component) -> SeedStream:
-        """This run's stream of fresh seeds for ``component`` (one per component; checkpointed)."""
-        if component not in self._streams:
-            self._streams[component] = self.seeds.stream(component)
-        return self._streams[component]
-
-    def seed_stream_positions(self) -> dict[str, int]:
-        return {component.name: stream.position for component, stream in self._streams.items()}
-
-    def restore_seed_streams(self, positions: dict[str, int]) -> None:
-        self._streams = {Component[name]: self.seeds.stream(Component[name], position=position)
-                         for name, position in positions.items()}
 
     # -- checkpoint state (Lightning stores it with every checkpoint) ---------
     def state_dict(self) -> dict:
