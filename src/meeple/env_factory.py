@@ -6,9 +6,12 @@ hosts envs of ``meeple.envs`` in a server), so neither of those imports the othe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
 from torchrl.envs import Compose, EnvBase, RewardSum, StepCounter, TransformedEnv
 
 from meeple.plugins.registry import load_backend
@@ -78,3 +81,32 @@ def env_snapshots(
         return None
     backend = load_backend(env_cfg["backend"])
     return backend if isinstance(backend, EnvSnapshots) else None
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """How a phase builds the run's envs (``env_fn(num_envs=, seed=)``) and what they look like."""
+
+    env_fn: Callable[..., EnvBase]
+    env_cfg: dict[str, Any]
+    transport_cfg: dict[str, Any]
+    unit: int  # every batch env_fn builds is a multiple of it (batch_unit)
+    observation_spec: Any
+    action_spec: Any
+
+
+def env_source(env: DictConfig | Mapping[str, Any], transport: DictConfig | Mapping[str, Any], *,
+               seed: int) -> EnvSource:
+    """The env factory of a run and its specs, read from a throwaway batch of one unit (so a
+    model is built before any collector). An unknown backend lists the installed ones."""
+    env_cfg = OmegaConf.to_container(env, resolve=True) if isinstance(env, DictConfig) else dict(env)
+    transport_cfg = (OmegaConf.to_container(transport, resolve=True) if isinstance(transport, DictConfig)
+                     else dict(transport))
+    load_backend(env_cfg["backend"])
+    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
+    unit = batch_unit(env_cfg)
+    probe = env_fn(num_envs=unit, seed=seed)
+    try:
+        return EnvSource(env_fn, env_cfg, transport_cfg, unit, probe.observation_spec, probe.action_spec)
+    finally:
+        probe.close()

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from meeple.checkpoint.actor import checkpoint_file
-from meeple.env_factory import batch_unit, make_env
+from meeple.env_factory import env_source
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
 from meeple.phases.bc.data import DemonstrationDataModule
@@ -21,7 +20,6 @@ from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, BCModule
 from meeple.phases.bc.record import checkpoint_policy, record_to, scripted_policy
 from meeple.phases.bc.schema import BCPhase, BCRecord
 from meeple.phases.parts import PhaseParts
-from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 log = logging.getLogger(__name__)
@@ -110,14 +108,9 @@ def check_fits_env(demos: Demonstrations, observation_spec, action_spec, env_cfg
 def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> PhaseParts:
     phase: BCPhase = typed["phase"]
     phase_cfg = cfg.phase
-    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
-    env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
-    transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
-    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
-    unit = batch_unit(env_cfg)
-    probe = env_fn(num_envs=unit, seed=seeds.seed(Component.ENV))
-    observation_spec, action_spec = probe.observation_spec, probe.action_spec
-    probe.close()
+    envs = env_source(cfg.env, cfg.transport, seed=seeds.seed(Component.ENV))
+    env_cfg, transport_cfg = envs.env_cfg, envs.transport_cfg
+    observation_spec, action_spec = envs.observation_spec, envs.action_spec
 
     demos = ensure_demonstrations(
         phase.data.path,
@@ -138,8 +131,8 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
         batch_size=phase.batch_size,
         val_fraction=phase.data.val_fraction,
         split_seed=phase.data.split_seed,
-        env_fn=env_fn,
-        batch_unit=unit,
+        env_fn=envs.env_fn,
+        batch_unit=envs.unit,
     )
     log.info(
         "behavioral cloning on %s: %d training and %d validation records (%d episodes, %s)",

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from meeple.env_factory import batch_unit, env_snapshots, make_env
+from meeple.env_factory import env_snapshots, env_source
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule
 from meeple.phases.ppo.schema import PPOPhase
-from meeple.plugins.registry import load_backend
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 
@@ -36,22 +33,15 @@ def _reference_kl(phase: PPOPhase) -> dict:
 
 def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     phase: PPOPhase = typed["phase"]
-    load_backend(cfg.env.backend)  # unknown backend -> error listing installed ones
-    env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
-    transport_cfg = OmegaConf.to_container(cfg.transport, resolve=True)
-    env_fn = partial(make_env, env_cfg, transport=transport_cfg)
-    # Specs come from a throwaway single env so the model is built before the collector.
-    unit = batch_unit(env_cfg)
-    probe = env_fn(num_envs=unit, seed=seeds.seed(Component.ENV))
+    envs = env_source(cfg.env, cfg.transport, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
-    actor, critic = instantiate(cfg.model)(probe.observation_spec, probe.action_spec)
-    probe.close()
+    actor, critic = instantiate(cfg.model)(envs.observation_spec, envs.action_spec)
     if typed["hardware"].compile:
         compile_networks(actor, critic)
 
     module = build_ppo_module(cfg, phase, actor, critic)
     datamodule = RolloutDataModule(
-        env_fn=env_fn,
+        env_fn=envs.env_fn,
         seeds=seeds,
         num_workers=int(cfg.env.num_workers),
         num_envs=int(cfg.env.num_envs),
@@ -59,8 +49,8 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
-        env_snapshots=env_snapshots(env_cfg, transport_cfg),
-        batch_unit=unit,
+        env_snapshots=env_snapshots(envs.env_cfg, envs.transport_cfg),
+        batch_unit=envs.unit,
     )
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts)
