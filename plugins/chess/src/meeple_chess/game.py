@@ -10,29 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from meeple.plugins.native_game import NativeSelfPlayGame
 from meeple.plugins.spec import MatchResult
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, SelfPlay
 
 
-def _selfplay_options() -> frozenset[str]:
-    """Keyword options of ``meeple_native.chess.SelfPlay`` a config may set (from its signature)."""
-    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
-    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
-    return frozenset(names - {"seed", "planes_buffers"})  # set by the phase's data module
-
-
-class ChessGame:
+class ChessGame(NativeSelfPlayGame):
+    engine = SelfPlay
     name = "chess"
     planes_shape: tuple[int, ...] = tuple(PLANES_SHAPE)
     num_actions: int = NUM_ACTIONS
-    selfplay_options = _selfplay_options()
     # Castling rights differ between the king's and the queen's side: a left-right mirror of a
     # position is not a chess position with the same value, so `phase.augment_mirror` is refused.
     mirror_symmetric = False
-
-    def selfplay_engine(self, evaluator: Any, *, seed: int, planes_buffers: Any,
-                        **options: Any) -> SelfPlay:
-        return SelfPlay(evaluator, seed=seed, planes_buffers=planes_buffers, **options)
 
     def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
                     seed: int):

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from meeple.plugins.native_game import NativeSelfPlayGame
 from meeple.plugins.spec import MatchResult
 from meeple_native import OBS_SHAPE, WIDTH, SelfPlay
 
 
-def _selfplay_options() -> frozenset[str]:
-    """Keyword options of ``meeple_native.SelfPlay`` that a config may set (from its signature)."""
-    first = (SelfPlay.__init__.__doc__ or "").split("\n", 1)[0]  # nanobind: "__init__(self, evaluator, *, a: int = 1, ...)"
-    names = {part.split(":")[0].strip() for part in first[first.index("*,") + 2 : first.rindex(")")].split(",")}
-    return frozenset(names - {"seed", "planes_buffers"})  # set by the phase's data module
-
-
-class Connect4Game:
+class Connect4Game(NativeSelfPlayGame):
+    engine = SelfPlay
     name = "connect4"
     planes_shape: tuple[int, ...] = tuple(OBS_SHAPE)
     num_actions: int = WIDTH
-    selfplay_options = _selfplay_options()
     mirror_symmetric = True  # a column's mirror is a column: phase.augment_mirror is valid
-
-    def selfplay_engine(self, evaluator: Any, *, seed: int, planes_buffers: Any,
-                        **options: Any) -> SelfPlay:
-        return SelfPlay(evaluator, seed=seed, planes_buffers=planes_buffers, **options)
 
     def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
                     seed: int):
