@@ -87,7 +87,10 @@ def test_interrupted_then_resumed_equals_uninterrupted(compose, in_tmp, importab
     # The resumed run kept logging into the interrupted run's MLflow run, step for step.
     client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
     experiment = client.get_experiment_by_name("default")
-    runs = {r.data.tags["meeple.run_id"]: r for r in client.search_runs([experiment.experiment_id])}
+    # MLflow caches its store per URI: runs of earlier tests (other folders) may share it.
+    here = str(Path.cwd().resolve())
+    runs = {r.data.tags["meeple.run_id"]: r for r in client.search_runs([experiment.experiment_id])
+            if r.data.tags.get("meeple.run_dir", "").startswith(here)}
     assert set(runs) == {run_of("full").run_id, cut.run_id}
     run_full, run_cut = runs[run_of("full").run_id], runs[cut.run_id]
     assert run_cut.info.status == "FINISHED" and run_cut.info.run_id == cut.mlflow_run_id
