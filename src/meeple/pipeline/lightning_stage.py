@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,19 +70,25 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
     quiet_library_output()  # now that the phase imported torchrl
     seed_process(build.seeds.seed(Component.DATA))  # action sampling in the collector
     kwargs = dict(build.trainer_kwargs)
+    stop = StopAtEpochEnd()
+    kwargs["callbacks"] = [stop, *kwargs["callbacks"]]
     if checkpoints is not None:  # Lightning's checkpointing, through meeple's CheckpointIO and callback
         kwargs.update(callbacks=[*kwargs["callbacks"], checkpoints.callback], plugins=[checkpoints.io],
                       enable_checkpointing=True)
     trainer: L.Trainer = instantiate(cfg.trainer, logger=logger or False, **kwargs)
     resume = checkpoints.resume_from if checkpoints is not None else None
     try:
-        trainer.fit(build.module, datamodule=build.datamodule, ckpt_path=str(resume) if resume else None)
+        with stop.on_ctrl_c():
+            trainer.fit(build.module, datamodule=build.datamodule, ckpt_path=str(resume) if resume else None)
     except SystemExit:
-        # Lightning turns Ctrl-C into sys.exit(1) after finalizing the logger as failed.
+        # A second Ctrl-C: Lightning turns it into sys.exit(1) after finalizing the logger as failed.
         if trainer.state.status == TrainerStatus.INTERRUPTED:
             _mark_killed(logger)
             raise KeyboardInterrupt from None
         raise
+    if stop.requested:  # the stage is not finished: resume=true continues it
+        _mark_killed(logger)
+        raise KeyboardInterrupt
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     evaluation = build.callbacks.get("eval")
@@ -86,6 +97,40 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
         log.info("final greedy evaluation: mean return %.1f over %d episodes", evaluation.last_return,
                  evaluation.episodes)
     return metrics, int(trainer.global_step)
+
+
+class StopAtEpochEnd(L.Callback):
+    """Ctrl-C ends the stage at the end of the current epoch (a rollout or an iteration), where
+    the checkpoint callback, which runs after this one, saves it: resume=true then continues
+    exactly. A KeyboardInterrupt raised wherever the signal lands can be swallowed or turned into
+    another error by library context managers (seen: TorchRL's loss inside tensordict's), so the
+    first Ctrl-C only sets a flag; a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextlib.contextmanager
+    def on_ctrl_c(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers belong to the main thread (sweeps run trials there too)
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def request(signum: int, frame: Any) -> None:
+            self.requested = True
+            signal.signal(signal.SIGINT, previous)  # the next Ctrl-C interrupts at once
+            print("meeple: stopping at the end of this epoch (Ctrl-C again to stop now)", file=sys.stderr,
+                  flush=True)
+
+        signal.signal(signal.SIGINT, request)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.requested:
+            trainer.should_stop = True
 
 
 def _mark_killed(logger: Any) -> None:
