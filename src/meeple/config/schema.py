@@ -57,7 +57,8 @@ class Transition:
     carry: list[str] = field(default_factory=list)  # state-dict parts loaded from the gate: actor, critic ...
     reset_optimizer: bool = True
     warmup: Warmup = field(default_factory=Warmup)
-    gate: Gate | None = None
+    # One condition {metric, op, threshold} or a list of them (all must hold); see gate_conditions.
+    gate: Any = None
 
 
 GATE_OPS = (">=", ">", "<=", "<")
@@ -124,8 +125,34 @@ def check_transition(tr: Transition) -> None:
     require(tr.warmup.epochs >= 0, "transition.warmup.epochs", tr.warmup.epochs, "an integer >= 0")
     require(0 < tr.warmup.start_fraction <= 1, "transition.warmup.start_fraction", tr.warmup.start_fraction,
              "a float in (0, 1]")
-    if tr.gate is not None:
-        require(tr.gate.op in GATE_OPS, "transition.gate.op", tr.gate.op, ", ".join(GATE_OPS))
+    gate_conditions(tr)  # raises on a malformed gate
+
+
+def gate_conditions(tr: Transition) -> list[Gate]:
+    """The transition's gate as a list of conditions ([] when it has none), each checked."""
+    node = tr.gate
+    if node is None:
+        return []
+    items = node if isinstance(node, list) else [node]
+    accepted = "{metric: <name>, op: one of " + " ".join(GATE_OPS) + ", threshold: <float>}, or a list of those"
+    gates = []
+    for i, item in enumerate(items):
+        key = "transition.gate" if not isinstance(node, list) else f"transition.gate[{i}]"
+        if isinstance(item, Gate):
+            gates.append(item)
+            continue
+        if not isinstance(item, dict) or set(item) - {"metric", "op", "threshold"} or "metric" not in item:
+            raise ConfigError(f"{key}={item!r} is not allowed; accepted: {accepted}")
+        try:
+            gate = Gate(metric=str(item["metric"]), op=str(item.get("op", ">=")),
+                        threshold=float(item.get("threshold", 0.0)))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}.threshold={item.get('threshold')!r} is not allowed; accepted: a float") from None
+        require(gate.op in GATE_OPS, f"{key}.op", gate.op, ", ".join(GATE_OPS))
+        gates.append(gate)
+    if isinstance(node, list) and not gates:
+        raise ConfigError(f"transition.gate=[] is not allowed; accepted: null (no gate) or {accepted}")
+    return gates
 
 
 def check_accelerator(hw: Hardware) -> None:

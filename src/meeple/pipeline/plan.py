@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from meeple.config.overrides import command_line_values
+from meeple.config.schema import gate_conditions
 from meeple.errors import ConfigError
 from meeple.phases.registry import PhaseKind, phase_kind, validate
 
@@ -94,7 +95,7 @@ def _check_starts(stages: list[Stage]) -> None:
     """What each stage takes from the one before it must exist (checked before any work)."""
     for stage in stages:
         transition = stage.typed["transition"]
-        if stage.index == 0 and (transition.carry or transition.gate is not None):
+        if stage.index == 0 and (transition.carry or bool(gate_conditions(transition))):
             raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}) has no previous "
                               "stage to carry weights from or gate on; accepted: transition=none")
         kl = getattr(stage.typed["phase"], "reference_kl", None)

@@ -22,7 +22,7 @@ import torch
 from meeple.checkpoint.callback import gate_path, load_gate
 from meeple.checkpoint.io import CheckpointError, write_text_atomic
 from meeple.checkpoint.run_dir import RunDirectory
-from meeple.config.schema import Gate, Transition
+from meeple.config.schema import Gate, Transition, gate_conditions
 from meeple.errors import ConfigError, GateFailed
 
 log = logging.getLogger(__name__)
@@ -68,34 +68,42 @@ def open_start(run_dir: RunDirectory, transition: Transition, *, previous: int, 
         checkpoint = load_gate(path)
     except CheckpointError as err:
         raise ConfigError(f"{label}: the gate {path} is unusable ({err}); no fallback: rerun {previous_label}") from None
-    if transition.gate is not None:
-        check_gate(transition.gate, checkpoint.get("metrics", {}), path, run_dir.phase_dir(previous) / GATE_RECORD,
+    gates = gate_conditions(transition)
+    if gates:
+        check_gate(gates, checkpoint.get("metrics", {}), path, run_dir.phase_dir(previous) / GATE_RECORD,
                    previous_label=previous_label, label=label)
     log.info("%s starts from %s (carrying %s)", label, path, ", ".join(transition.carry) or "nothing")
     return StageStart(transition, path, checkpoint)
 
 
-def check_gate(gate: Gate, metrics: dict[str, float], path: Path, record_path: Path, *, previous_label: str,
-               label: str) -> None:
-    """Raise GateFailed (one line: stage, metric, value, threshold) unless the gate holds; the
-    verdict is written to ``record_path`` either way."""
-    if gate.metric not in metrics:
+def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, record_path: Path, *,
+               previous_label: str, label: str) -> None:
+    """Raise GateFailed (one line: stage, metric, value, threshold) unless every condition holds;
+    the verdict is written to ``record_path`` either way."""
+    gates = [gates] if isinstance(gates, Gate) else list(gates)
+    missing = [g.metric for g in gates if g.metric not in metrics]
+    if missing:
         raise GateFailed(
-            f"gate before {label}: {previous_label} recorded no {gate.metric!r} in {path.name}; recorded: "
+            f"gate before {label}: {previous_label} recorded no {missing[0]!r} in {path.name}; recorded: "
             f"{', '.join(sorted(metrics)) or 'nothing'}"
         )
-    value = float(metrics[gate.metric])
-    passed = _OPS[gate.op](value, gate.threshold)
-    record = dict(metric=gate.metric, value=value, op=gate.op, threshold=gate.threshold, passed=passed,
-                  gate_file=str(path), next_stage=label)
+    checks = []
+    for gate in gates:
+        value = float(metrics[gate.metric])
+        checks.append(dict(metric=gate.metric, value=value, op=gate.op, threshold=gate.threshold,
+                           passed=bool(_OPS[gate.op](value, gate.threshold))))
+    passed = all(c["passed"] for c in checks)
+    # One condition keeps the flat record of earlier versions; several list their checks.
+    record = dict(checks[0]) if len(checks) == 1 else dict(checks=checks)
+    record.update(passed=passed, gate_file=str(path), next_stage=label)
     record_path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(record_path, json.dumps(record, indent=2) + "\n")
-    if not passed:
-        raise GateFailed(
-            f"gate failed: {previous_label} {gate.metric} = {value:.6g}, needs {gate.op} {gate.threshold:g}; "
-            f"{label} did not start"
-        )
-    log.info("gate passed: %s %s = %.6g %s %g", previous_label, gate.metric, value, gate.op, gate.threshold)
+    failed = [c for c in checks if not c["passed"]]
+    if failed:
+        what = "; ".join(f"{c['metric']} = {c['value']:.6g}, needs {c['op']} {c['threshold']:g}" for c in failed)
+        raise GateFailed(f"gate failed: {previous_label} {what}; {label} did not start")
+    for c in checks:
+        log.info("gate passed: %s %s = %.6g %s %g", previous_label, c["metric"], c["value"], c["op"], c["threshold"])
 
 
 def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path) -> None:
