@@ -34,8 +34,14 @@ def first_legal(obs, mask):
     return mask.to(torch.int8).argmax(-1)
 
 
+def last_legal(obs, mask):
+    """A second stand-in policy: the highest legal action index."""
+    return (mask.shape[-1] - 1) - mask.flip(-1).to(torch.int8).argmax(-1)
+
+
 def reference_game(job, **rules):
     """The job played by a plain Python loop: "policy" seats take the first legal index,
+    "last" seats the last one,
     bots draw from BotStream(seat_stream_seed(policy_seed, seat)), stats counted by hand."""
     g = mj.Game(**rules)
     g.reset(job.session_seed, job.game_index)
@@ -43,8 +49,9 @@ def reference_game(job, **rules):
     riichi, calls, melds = [0] * 4, [0] * 4, [0] * 4
     while not g.is_done():
         seat = g.pending()[0]
-        if job.players[seat] == "policy":
-            index = int(np.flatnonzero(mj.legal_mask(g, seat))[0])
+        if job.players[seat] in ("policy", "last"):
+            legal = np.flatnonzero(mj.legal_mask(g, seat))
+            index = int(legal[0] if job.players[seat] == "policy" else legal[-1])
             action = mj.action_from_index(g, seat, index)
         else:
             action = streams[seat].act(g, seat, job.players[seat])
@@ -90,9 +97,25 @@ def test_explicit_games_replay_the_reference_game_by_game():
     results = table.play(JOBS)
     for job, res in zip(JOBS, results, strict=True):
         assert res == reference_game(job), job
-    assert table.decisions > 0
+    assert table.decisions["policy"] > 0
     # Batched: one call serves the pending decisions of every table of every seat group.
-    assert table.forwards < table.decisions / 3
+    assert table.forwards["policy"] < table.decisions["policy"] / 3
+
+
+def test_several_networks_each_play_their_own_seats():
+    jobs = [
+        *(job for _, job in dup.rotations(6, 1, "last", "policy")),  # one network against another
+        dup.GameJob(2, 4, ("policy", "rule", "last", "last"), 9),  # two networks and a bot
+        dup.GameJob(2, 5, ("rule", "last", "random", "rule"), 8),
+    ]
+    table = PolicyTable({"policy": first_legal, "last": last_legal}, east_only=True)
+    for job, res in zip(jobs, table.play(jobs), strict=True):
+        assert res == reference_game(job, east_only=True), job
+    # at most one forward per network per step, each serving every table's pending decisions
+    assert max(table.forwards.values()) <= table.steps < sum(table.decisions.values())
+    assert sum(table.forwards.values()) > table.steps  # both networks were called within steps
+    with pytest.raises(ValueError, match=r"policy names \['rule'\] are not allowed"):
+        PolicyTable({"rule": first_legal})
 
 
 def test_results_do_not_depend_on_batching_or_threads():
@@ -138,9 +161,9 @@ def test_explicit_simulator_rules():
 
 def test_bad_policy_outputs_are_refused():
     job = [dup.GameJob(0, 0, ("policy", "rule", "rule", "rule"), 1)]
-    with pytest.raises(ValueError, match=r"policy_fn must return an int64 tensor of shape \(1,\)"):
+    with pytest.raises(ValueError, match=r"policy 'policy' must return an int64 tensor of shape \(1,\)"):
         PolicyTable(lambda o, m: torch.zeros(2, dtype=torch.int64)).play(job)
-    with pytest.raises(ValueError, match="policy_fn chose an illegal action: .*not legal"):
+    with pytest.raises(ValueError, match="a policy chose an illegal action: .*not legal"):
         PolicyTable(lambda o, m: torch.full((len(o),), 154)).play(job)
     with pytest.raises(ValueError, match="unknown player 'mortal'; accepted: policy, random"):
         PolicyTable(first_legal).play([dup.GameJob(0, 0, ("mortal", "rule", "rule", "rule"), 1)])
@@ -256,3 +279,48 @@ def test_bad_checkpoints_are_clear_errors(run_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         dup.main(["--challenger", "rule", "--checkpoint", str(good)])
     assert "--checkpoint is used only with --challenger policy" in capsys.readouterr().err
+
+
+def test_a_checkpoint_against_copies_of_itself_with_a_paired_bot_baseline(run_dir, tmp_path, capsys):
+    latest = (run_dir / "phase0" / "checkpoints" / "latest.pt").resolve()
+    out = tmp_path / "vs.json"
+    argv = ["--challenger", str(latest), "--opponent", str(run_dir), "--baseline", "rule", "--games", "3",
+            "--east-only", "--out", str(out)]
+    assert dup.main(argv) == 0
+    s = json.loads(out.read_text())
+    assert s["challenger_bot"] == str(latest)
+    # One network in all four seats (the run directory resolves to the same file): exactly even.
+    assert s["challenger"]["avg_rank"] == 2.5 and s["challenger"]["vs_even"] is None
+    assert s["checkpoint"] == str(latest) and s["opponent_policy"]["checkpoint"] == str(latest)
+    # The rule bot played the same walls against the same three networks, index by index.
+    assert s["paired"]["n"] == 3
+    assert s["paired"]["mean_diff"] == pytest.approx(2.5 - s["baseline"]["avg_rank"])
+    assert "paired over 3 game indices" in capsys.readouterr().out
+
+
+def _stats(ranks_by_index):
+    stats = dup.DuplicateStats()
+    other = dup.SeatResult(score=25000, rank=0, hands=4, wins=0, tsumo=0, deal_ins=0, riichi=0, calls=0)
+    for g, ranks in ranks_by_index.items():
+        for seat, rank in enumerate(ranks):
+            results = [other] * 4
+            results[seat] = dup.SeatResult(25000, rank, 4, 0, 0, 0, 0, 0)
+            stats.add(g, seat, results)
+    return stats
+
+
+def test_paired_comparison_and_the_test_against_even():
+    from scipy import stats as sp
+
+    a = _stats({0: [1, 2, 1, 1], 1: [2, 2, 3, 1], 2: [1, 1, 2, 1], 3: [4, 2, 2, 2]})
+    b = _stats({0: [3, 3, 2, 4], 1: [2, 4, 3, 3], 2: [1, 3, 4, 2], 3: [4, 4, 3, 1], 9: [1, 1, 1, 1]})
+    means_a, means_b = [1.25, 2.0, 1.25, 2.5], [3.0, 3.0, 2.5, 3.0]
+    paired = dup.paired_comparison(a, b)
+    assert paired["n"] == 4  # index 9 was played by b only
+    assert paired["mean_diff"] == pytest.approx(sum(means_a) / 4 - sum(means_b) / 4)
+    assert paired["p"] == pytest.approx(sp.ttest_rel(means_a, means_b).pvalue)
+    assert paired["diff_ci95"][0] < paired["mean_diff"] < paired["diff_ci95"][1] < 0
+    even = a.summary()["challenger"]["vs_even"]
+    assert even["n"] == 4 and even["p"] == pytest.approx(sp.ttest_1samp(means_a, 2.5).pvalue) and even["t"] < 0
+    with pytest.raises(ValueError, match="needs >= 2 shared game indices, got 1"):
+        dup.paired_comparison(a, _stats({0: [1, 1, 1, 1]}))

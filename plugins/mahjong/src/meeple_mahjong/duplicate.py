@@ -193,16 +193,60 @@ class DuplicateStats:
             (self.challenger if s == challenger_seat else self.opponents).add(r)
         self._rank_by_index.setdefault(game_index, []).append(results[challenger_seat].rank)
 
+    def per_index(self) -> dict[int, float]:
+        """The challenger's mean rank over the rotations of each game index (the samples)."""
+        return {g: sum(v) / len(v) for g, v in sorted(self._rank_by_index.items())}
+
     def summary(self) -> dict[str, Any]:
-        per_index = [sum(v) / len(v) for v in self._rank_by_index.values()]
+        per_index = list(self.per_index().values())
         mean, half = mean_ci95(per_index)
         ch = self.challenger.summary()
         ch["avg_rank_ci95"] = None if math.isnan(half) else [mean - half, mean + half]
+        ch["vs_even"] = even_test(per_index)
         return {
             "game_indices": len(self._rank_by_index),
             "challenger": ch,
             "opponents": self.opponents.summary(),
         }
+
+
+def even_test(per_index: Sequence[float]) -> dict[str, float] | None:
+    """Is the challenger's average rank different from 2.5 (as good as its opponents)?
+
+    A t-test of the per-index mean ranks against 2.5: the four rotations of an index share
+    walls, so each index is one sample (a paired design: the opponents played the same walls
+    from the other seats). None for fewer than 2 indices or no variation.
+    """
+    from scipy import stats
+
+    xs = list(per_index)
+    if len(xs) < 2 or max(xs) == min(xs):
+        return None
+    t, p = stats.ttest_1samp(xs, 2.5)
+    return {"t": float(t), "p": float(p), "n": len(xs)}
+
+
+def paired_comparison(a: DuplicateStats, b: DuplicateStats) -> dict[str, Any]:
+    """Two challengers on the same game indices against the same opponents: the paired t-test
+    (scipy's ttest_rel) of their per-index mean ranks, and the mean difference a - b with its
+    95% interval (negative: a ranks better). Only indices both played count."""
+    from scipy import stats
+
+    ra, rb = a.per_index(), b.per_index()
+    common = sorted(set(ra) & set(rb))
+    if len(common) < 2:
+        raise ValueError(f"a paired comparison needs >= 2 shared game indices, got {len(common)}")
+    xa, xb = [ra[g] for g in common], [rb[g] for g in common]
+    diff = [x - y for x, y in zip(xa, xb, strict=True)]
+    mean, half = mean_ci95(diff)
+    out: dict[str, Any] = {"n": len(common), "mean_diff": mean,
+                           "diff_ci95": None if math.isnan(half) else [mean - half, mean + half]}
+    if max(diff) == min(diff):  # identical play on every index: nothing to test
+        out.update(t=None, p=1.0 if mean == 0 else 0.0)
+    else:
+        t, p = stats.ttest_rel(xa, xb)
+        out.update(t=float(t), p=float(p))
+    return out
 
 
 def run_duplicate(
@@ -233,38 +277,47 @@ def run_duplicate(
 
 POLICY_PLAYER = "policy"  # a trained policy (--checkpoint), played by meeple_mahjong.policy
 PLAYERS = (*BOT_NAMES, POLICY_PLAYER)
+_ROLES = ("challenger", "opponent", "baseline")
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
     )
-    players = f"one of {', '.join(BOT_NAMES)}, {POLICY_PLAYER} (with --checkpoint)"
+    players = (f"{', '.join(BOT_NAMES)} (bots), a checkpoint (.pt) or run directory, or "
+               f"{POLICY_PLAYER} (the --checkpoint)")  # fmt: skip
     p.add_argument("--challenger", default="rule", help=players)
-    p.add_argument("--opponent", default="random", help=players)
+    p.add_argument("--opponent", default="random", help=players + "; plays the three other seats")
+    p.add_argument("--baseline", default=None,
+                   help="a second challenger (" + players + ") played on the same game indices "
+                   "against the same opponents; prints the paired comparison")  # fmt: skip
     p.add_argument("--checkpoint", type=Path, default=None,
-                   help="the policy's PPO checkpoint (.pt) or run directory (its phase0 latest.pt)")  # fmt: skip
+                   help="the policy's checkpoint (.pt) or run directory (its phase0 latest.pt)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
     p.add_argument("--threads", type=int, default=1, help="simulator threads (policy games)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--chunk", type=int, default=None,
-                   help="game indices per batch (default 8 for bots, 16 with a policy)")  # fmt: skip
+                   help="game indices per batch (default 8 for bots, 32 with a policy)")  # fmt: skip
     p.add_argument("--games", type=int, default=100, help="game indices (each played 4 times)")
     p.add_argument("--seed", type=int, default=0, help="session seed (walls and bot streams)")
     p.add_argument("--first-game", type=int, default=0, help="first game index")
     p.add_argument("--east-only", action="store_true", help="East-only games (default East-South)")
     p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
     a = p.parse_args(argv)
-    for flag in ("challenger", "opponent"):
-        if getattr(a, flag) not in PLAYERS:
-            p.error(
-                f"--{flag} '{getattr(a, flag)}' is unknown; accepted: {', '.join(BOT_NAMES)}, "
-                f"{POLICY_PLAYER} (with --checkpoint)"
-            )
-    uses_policy = POLICY_PLAYER in (a.challenger, a.opponent)
-    if uses_policy and a.checkpoint is None:
-        p.error(f"--challenger/--opponent {POLICY_PLAYER} needs --checkpoint RUN_DIR_OR_PT")
-    if a.checkpoint is not None and not uses_policy:
+    a.sources = {}  # role -> checkpoint path of the network that plays it
+    for role in _ROLES:
+        name = getattr(a, role)
+        if name is None or name in BOT_NAMES:
+            continue
+        if name == POLICY_PLAYER:
+            if a.checkpoint is None:
+                p.error(f"--{role} {POLICY_PLAYER} needs --checkpoint RUN_DIR_OR_PT")
+            a.sources[role] = a.checkpoint
+        elif Path(name).exists():
+            a.sources[role] = Path(name)
+        else:
+            p.error(f"--{role} '{name}' is unknown; accepted: {players}")
+    if a.checkpoint is not None and POLICY_PLAYER not in (a.challenger, a.opponent, a.baseline):
         p.error(
             f"--checkpoint is used only with --challenger {POLICY_PLAYER} or --opponent {POLICY_PLAYER}"
         )
@@ -287,34 +340,46 @@ def _fmt(side: dict[str, Any]) -> str:
     )
 
 
-def _table(a: argparse.Namespace) -> tuple[Table, dict[str, Any]]:
-    """The Table for the players named, and what the summary records of a policy."""
-    if a.checkpoint is None:
-        return BotTable(east_only=a.east_only), {}
+def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]]:
+    """The Table for the players named, each role's player name on it, and what the summary
+    records of the networks (one network per distinct checkpoint)."""
+    names = {role: getattr(a, role) for role in _ROLES if getattr(a, role) is not None}
+    if not a.sources:
+        return BotTable(east_only=a.east_only), names, {}
     import torch  # only a policy needs torch
 
     from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
 
     torch.set_num_threads(a.torch_threads)
-    actor, info = load_policy_actor(a.checkpoint, device=a.device)
-    trained = bool(((info["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
-    if trained != a.east_only:
-        print(
-            f"note: the policy trained on {'East-only' if trained else 'East-South'} games and plays "
-            f"{'East-only' if a.east_only else 'East-South'} ones here (--east-only sets this)",
-            file=sys.stderr,
-        )
-    table = PolicyTable(
-        greedy_policy(actor, device=a.device), threads=a.threads, east_only=a.east_only
-    )
-    return table, {"checkpoint": info["file"], "checkpoint_global_step": info["global_step"],
-                   "model": info["config"]["model"].get("_target_")}  # fmt: skip
+    policies, info = {}, {}
+    for role, path in a.sources.items():
+        actor, loaded = load_policy_actor(path, device=a.device)
+        key = str(Path(loaded["file"]).resolve())  # a run directory and its latest.pt: one network
+        player = next((n for n, (k, _) in policies.items() if k == key), None)
+        if player is None:
+            trained = bool(((loaded["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
+            if trained != a.east_only:
+                print(
+                    f"note: the {role} trained on {'East-only' if trained else 'East-South'} games and "
+                    f"plays {'East-only' if a.east_only else 'East-South'} ones here (--east-only sets this)",
+                    file=sys.stderr,
+                )
+            player = POLICY_PLAYER if not policies else f"{POLICY_PLAYER}-{len(policies) + 1}"
+            policies[player] = (key, greedy_policy(actor, device=a.device))
+        info[role] = {"checkpoint": loaded["file"], "checkpoint_global_step": loaded["global_step"],
+                      "model": loaded["config"]["model"].get("_target_")}  # fmt: skip
+        names[role] = player
+    table = PolicyTable({n: fn for n, (_, fn) in policies.items()}, threads=a.threads, east_only=a.east_only)
+    # The challenger's keys stay at the top level (the format of earlier versions).
+    flat = dict(info.pop("challenger", {}))
+    flat.update({f"{role}_policy": v for role, v in info.items()})
+    return table, names, flat
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
     try:
-        table, policy_info = _table(a)
+        table, names, policy_info = _table(a)
     except MeepleError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
@@ -325,19 +390,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         MofNCompleteColumn(),
         TimeRemainingColumn(),
     )
+    chunk = a.chunk or (32 if a.sources else 8)
+    played = {}
     with Progress(*columns, transient=True) as bar:
-        task = bar.add_task(f"{a.challenger} vs 3x {a.opponent}", total=a.games)
-        stats = run_duplicate(
-            table,
-            a.challenger,
-            a.opponent,
-            a.games,
-            a.seed,
-            first_game=a.first_game,
-            chunk=a.chunk or (16 if policy_info else 8),
-            on_progress=lambda done: bar.update(task, completed=done),
-        )
+        for role in ("challenger", "baseline"):
+            if role not in names:
+                continue
+            task = bar.add_task(f"{getattr(a, role)} vs 3x {a.opponent}", total=a.games)
+            played[role] = run_duplicate(
+                table, names[role], names["opponent"], a.games, a.seed, first_game=a.first_game,
+                chunk=chunk, on_progress=lambda done, task=task: bar.update(task, completed=done),
+            )  # fmt: skip
     seconds = time.perf_counter() - t0
+    stats = played["challenger"]
     summary = {
         "challenger_bot": a.challenger,
         "opponent_bot": a.opponent,
@@ -347,14 +412,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         **policy_info,
         **stats.summary(),
         "seconds": round(seconds, 3),
-        "games_per_hour": round(3600 * 4 * a.games / seconds, 1),
+        "games_per_hour": round(3600 * 4 * a.games * len(played) / seconds, 1),
     }
     ch, op = summary["challenger"], summary["opponents"]
     ci = ch["avg_rank_ci95"]
     ci_txt = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
+    even = ch["vs_even"]
+    even_txt = f"; vs 2.5: t = {even['t']:.2f}, p = {even['p']:.3g}" if even else ""
     print(f"{a.games} game indices x 4 rotations, {seconds:.1f} s")
-    print(f"challenger {a.challenger}: {_fmt(ch)}{ci_txt}")
+    print(f"challenger {a.challenger}: {_fmt(ch)}{ci_txt}{even_txt}")
     print(f"opponents  {a.opponent}: {_fmt(op)}")
+    if "baseline" in played:
+        base = played["baseline"].summary()["challenger"]
+        paired = paired_comparison(stats, played["baseline"])
+        summary["baseline"] = {"player": a.baseline, **base}
+        summary["paired"] = paired
+        dci = paired["diff_ci95"]
+        print(f"baseline   {a.baseline}: {_fmt(base)}")
+        print(
+            f"paired over {paired['n']} game indices: challenger - baseline avg rank "
+            f"{paired['mean_diff']:+.3f}" + (f" (95% CI {dci[0]:+.3f} to {dci[1]:+.3f})" if dci else "")
+            + f", p = {paired['p']:.3g} (paired t-test)"
+        )
     if a.out:
         write_json_atomic(a.out, summary)
         print(f"wrote {a.out}")

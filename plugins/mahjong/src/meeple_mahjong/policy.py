@@ -1,22 +1,23 @@
-"""A learned policy in the 1v3 duplicate evaluation (docs/mahjong_bots.md).
+"""Learned policies in the 1v3 duplicate (docs/mahjong_bots.md): any seat may be a network.
 
-`PolicyTable` is a duplicate `Table` whose player ``"policy"`` is a batched function
-``policy_fn(obs [N, 84, 34] float32, mask [N, 155] bool) -> actions [N] int64``. It plays
-each batch of `GameJob`s on the native batch simulator with *explicit games*: table t plays
-exactly job t (its walls, and bot seat s on ``seat_stream_seed(policy_seed, s)`` as
+`PolicyTable` is a duplicate `Table` whose players are built-in bot names or the names of
+batched functions ``policy_fn(obs [N, 84, 34] float32, mask [N, 155] bool) -> actions [N]
+int64`` given as ``policies={"a": fn_a, "b": fn_b}`` (a single function plays as ``"policy"``).
+It plays each batch of `GameJob`s on the native batch simulator with *explicit games*: table t
+plays exactly job t (its walls, and bot seat s on ``seat_stream_seed(policy_seed, s)`` as
 ``play_bots`` does), so the bots play the very games of a bot-only duplicate and only the
-policy's seats differ. Jobs are grouped by which seats the policy holds (one simulator per
-group, the four rotations give four groups) and the groups step in lockstep, so one forward
-serves every pending decision of every table of the batch.
+policies' seats differ. Jobs are grouped by which seats the policies hold (one simulator per
+group) and the groups step in lockstep; each pending decision is routed to the policy that
+holds its seat, so every step costs one forward per policy, whatever the number of tables.
 
 `greedy_policy(actor)` turns a TorchRL actor into such a function (argmax of the masked
-logits); `policy_from_checkpoint(path)` rebuilds a trained PPO actor from its checkpoint.
+logits); `policy_from_checkpoint(path)` rebuilds a trained actor from its checkpoint.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -36,10 +37,13 @@ PolicyFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class _Group:
-    """One simulator: the jobs where the policy holds the same seats, one table per job."""
+    """One simulator: the jobs where policies hold the same seats, one table per job.
+
+    ``owner[slot]`` is the policy that plays the slot (slot = table * L + i plays seat
+    ``seats[i]``, docs/mahjong_env.md)."""
 
     def __init__(self, jobs: list[int], games: list[GameJob], seats: tuple[int, ...],
-                 bots: list[str], rules: Any, threads: int) -> None:  # fmt: skip
+                 bots: list[str], rules: Any, threads: int, names: list[str]) -> None:  # fmt: skip
         self.jobs = jobs
         self.sim = _mj.BatchSim(
             len(games), rules, learner_seats=list(seats), bots=bots, threads=threads,
@@ -50,27 +54,40 @@ class _Group:
         self.mask = torch.empty(n, NUM_ACTIONS, dtype=torch.uint8)
         self.active = torch.empty(n, dtype=torch.uint8)
         self.out = dict(obs=self.obs.numpy(), mask=self.mask.numpy(), active=self.active.numpy())
+        owners = [names.index(g.players[seat]) for g in games for seat in seats]
+        self.owner = torch.tensor(owners, dtype=torch.int64)
 
     def pending(self) -> torch.Tensor:
         return self.active.view(torch.bool)
 
 
 class PolicyTable:
-    """Plays `GameJob`s whose players are ``"policy"`` (policy_fn) or built-in bot names.
+    """Plays `GameJob`s whose players are policy names (keys of ``policies``) or bot names.
 
+    ``policies`` is one policy_fn (played as ``"policy"``) or a mapping name -> policy_fn;
     ``rules`` are engine rule options (as ``Game(**rules)``); ``threads`` native threads per
-    simulator. ``decisions`` counts the policy's decisions, ``forwards`` its calls.
+    simulator. ``decisions[name]`` counts a policy's decisions, ``forwards[name]`` its calls,
+    ``steps`` the lockstep steps (each calls a policy at most once).
     """
 
-    def __init__(self, policy_fn: PolicyFn, *, threads: int = 1, **rules: Any) -> None:
+    def __init__(self, policies: PolicyFn | Mapping[str, PolicyFn], *, threads: int = 1,
+                 **rules: Any) -> None:  # fmt: skip
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        self.policy_fn = policy_fn
+        self.policies = dict(policies) if isinstance(policies, Mapping) else {POLICY: policies}
+        clash = sorted(set(self.policies) & set(BOT_NAMES))
+        if not self.policies or clash:
+            raise ValueError(
+                f"policy names {clash or '(none)'} are not allowed; accepted: at least one name that "
+                f"is not a bot's ({', '.join(BOT_NAMES)})"
+            )
+        self.names = list(self.policies)
         self.threads = threads
         self._rules = _mj.Game(**rules)
         self._bots = BotTable(**rules)
-        self.decisions = 0
-        self.forwards = 0
+        self.decisions = dict.fromkeys(self.names, 0)
+        self.forwards = dict.fromkeys(self.names, 0)
+        self.steps = 0
 
     def play(self, jobs: Sequence[GameJob]) -> list[list[SeatResult]]:
         out: list[list[SeatResult] | None] = [None] * len(jobs)
@@ -78,18 +95,18 @@ class PolicyTable:
         bot_only = []
         for i, job in enumerate(jobs):
             for p in job.players:
-                if p != POLICY and p not in BOT_NAMES:
+                if p not in self.policies and p not in BOT_NAMES:
                     raise ValueError(
-                        f"unknown player '{p}'; accepted: {POLICY}, {', '.join(BOT_NAMES)}"
+                        f"unknown player '{p}'; accepted: {', '.join(self.names)}, {', '.join(BOT_NAMES)}"
                     )
-            seats = tuple(s for s, p in enumerate(job.players) if p == POLICY)
+            seats = tuple(s for s, p in enumerate(job.players) if p in self.policies)
             # The simulator ignores the bot named at a learner seat: any valid name will do.
-            bots = tuple("random" if p == POLICY else p for p in job.players)
+            bots = tuple("random" if p in self.policies else p for p in job.players)
             (by_seats.setdefault((seats, bots), []) if seats else bot_only).append(i)
         for i, res in zip(bot_only, self._bots.play([jobs[i] for i in bot_only]), strict=True):
             out[i] = res
         groups = [
-            _Group(idx, [jobs[i] for i in idx], seats, list(bots), self._rules, self.threads)
+            _Group(idx, [jobs[i] for i in idx], seats, list(bots), self._rules, self.threads, self.names)
             for (seats, bots), idx in by_seats.items()
         ]
         self._run(groups)
@@ -99,19 +116,25 @@ class PolicyTable:
         return out  # type: ignore[return-value]
 
     def _run(self, groups: list[_Group]) -> None:
-        """Steps every group until all their games are over, one policy call per step."""
+        """Steps every group until all their games are over, one call per policy per step."""
         for g in groups:
             g.sim.reset(None, **g.out)
         while True:
             live = [g for g in groups if g.pending().any()]
             if not live:  # an unfinished table always waits on a policy seat
                 return
-            obs = torch.cat([g.obs[g.pending()] for g in live])
-            mask = torch.cat([g.mask[g.pending()] for g in live]).view(torch.bool)
-            acts = self._act(obs, mask)
+            self.steps += 1
+            pending = [g.pending() for g in live]
+            obs = torch.cat([g.obs[p] for g, p in zip(live, pending, strict=True)])
+            mask = torch.cat([g.mask[p] for g, p in zip(live, pending, strict=True)]).view(torch.bool)
+            owner = torch.cat([g.owner[p] for g, p in zip(live, pending, strict=True)])
+            acts = torch.empty(len(obs), dtype=torch.int64)
+            for k, name in enumerate(self.names):
+                mine = (owner == k).nonzero().squeeze(-1)
+                if len(mine):
+                    acts[mine] = self._act(name, obs[mine], mask[mine])
             k = 0
-            for g in live:
-                sel = g.pending()
+            for g, sel in zip(live, pending, strict=True):
                 actions = torch.full((len(sel),), _mj.PASS_ACTION, dtype=torch.int64)
                 n = int(sel.sum())
                 actions[sel] = acts[k : k + n]
@@ -119,10 +142,10 @@ class PolicyTable:
                 try:
                     g.sim.step(actions.numpy(), **g.out)
                 except ValueError as err:
-                    raise ValueError(f"policy_fn chose an illegal action: {err}") from err
+                    raise ValueError(f"a policy chose an illegal action: {err}") from err
 
-    def _act(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        actions = self.policy_fn(obs, mask)
+    def _act(self, name: str, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        actions = self.policies[name](obs, mask)
         if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
             got = (
                 tuple(actions.shape)
@@ -130,11 +153,11 @@ class PolicyTable:
                 else type(actions).__name__
             )
             raise ValueError(
-                f"policy_fn must return an int64 tensor of shape ({len(obs)},) (one action index "
-                f"per observation), got {got}"
+                f"policy '{name}' must return an int64 tensor of shape ({len(obs)},) (one action "
+                f"index per observation), got {got}"
             )
-        self.decisions += len(obs)
-        self.forwards += 1
+        self.decisions[name] += len(obs)
+        self.forwards[name] += 1
         return actions.to(device="cpu", dtype=torch.int64)
 
 
