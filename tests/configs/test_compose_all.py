@@ -111,3 +111,15 @@ def test_alphazero_config_errors_name_the_key(compose):
     ]:
         with pytest.raises(ConfigError, match=message):
             build_run(compose(["+experiment=connect4_alphazero", override]), check_hardware=False)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("hardware.data_workers=-1", r"hardware.data_workers=-1 is not allowed; accepted: an integer >= 0"),
+    ("hardware.model_scale=huge", r"hardware.model_scale='huge' is not allowed; accepted: small, large"),
+    ("hardware.prefetch_factor=0", r"hardware.prefetch_factor=0 is not allowed; accepted: an integer >= 1"),
+])
+def test_hardware_data_and_scale_errors_name_the_key(compose, override, message):
+    from meeple.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        build_run(compose([override]), check_hardware=False)

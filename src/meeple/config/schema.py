@@ -32,6 +32,17 @@ class Hardware:
     torch_threads: int
     num_envs: int
     env_workers: int
+    # Data loading of dataset-fed phases (BC from shards): DataLoader workers per loader, pinned
+    # host memory for faster copies to the GPU, and batches each worker prepares ahead.
+    data_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int = 2
+    # Which size of a recipe's network this machine trains: recipes map it to depth x width
+    # (e.g. +experiment=phase1: small = a few narrow blocks, large = 40 x 256).
+    model_scale: str = "small"
+
+
+MODEL_SCALES = ("small", "large")
 
 
 @dataclass
@@ -112,8 +123,10 @@ def check_hardware(cfg: DictConfig) -> Hardware:
         hw.matmul_precision in MATMUL_PRECISIONS, "hardware.matmul_precision", hw.matmul_precision,
         ", ".join(MATMUL_PRECISIONS),
     )
-    for name in ("devices", "torch_threads", "num_envs", "env_workers"):
+    for name in ("devices", "torch_threads", "num_envs", "env_workers", "prefetch_factor"):
         require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
+    require(hw.data_workers >= 0, "hardware.data_workers", hw.data_workers, "an integer >= 0 (0: in-process)")
+    require(hw.model_scale in MODEL_SCALES, "hardware.model_scale", hw.model_scale, ", ".join(MODEL_SCALES))
     return hw
 
 
