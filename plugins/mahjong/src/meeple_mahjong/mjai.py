@@ -35,7 +35,14 @@ _DECISIONS = {"dahai", "reach", "chi", "pon", "daiminkan", "ankan", "kakan", "ho
 _KNOWN = _DECISIONS | {
     "start_game", "start_kyoku", "tsumo", "dora", "reach_accepted", "ryukyoku", "end_kyoku", "end_game",
 }  # fmt: skip
-_KYUSHU = {"kyushukyuhai", "kyushu", "kyuushu", "kyuushukyuuhai", "kyuushu_kyuuhai", "kyushu_kyuhai"}
+_KYUSHU = {
+    "kyushukyuhai",
+    "kyushu",
+    "kyuushu",
+    "kyuushukyuuhai",
+    "kyuushu_kyuuhai",
+    "kyushu_kyuhai",
+}
 
 # Action indices (docs/mahjong_encoding.md "Action space").
 RIICHI, CHI, PON, DAIMINKAN, ANKAN, KAKAN = 37, 74, 80, 82, 83, 117
@@ -511,7 +518,14 @@ class Replayer:
             "ankan": ("actor", "consumed"),
             "dora": ("dora_marker",),
             "start_kyoku": (
-                "bakaze", "kyoku", "honba", "kyotaku", "oya", "scores", "tehais", "dora_marker",
+                "bakaze",
+                "kyoku",
+                "honba",
+                "kyotaku",
+                "oya",
+                "scores",
+                "tehais",
+                "dora_marker",
             ),  # fmt: skip
             "hora": ("actor", "target", "pai", "deltas", "scores"),
             "ryukyoku": ("deltas", "scores"),

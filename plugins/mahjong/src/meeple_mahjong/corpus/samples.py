@@ -67,7 +67,11 @@ class LogProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+        return (
+            f"{self.path}:{self.line}: {self.message}"
+            if self.line
+            else f"{self.path}: {self.message}"
+        )
 
 
 @dataclass
@@ -196,7 +200,9 @@ def _game_samples(
         scores = rep.hand_scores[-1] if rep.hand_scores else None
         events = rep.events[: rep.hand_events]
     except Exception as e:  # never raise for a log's content: report where it happened
-        problem = LogProblem(path, game.line, f"game {index}: internal error: {type(e).__name__}: {e}")
+        problem = LogProblem(
+            path, game.line, f"game {index}: internal error: {type(e).__name__}: {e}"
+        )
         kept, hands, complete, scores, events = 0, 0, False, None, []
     if problem is not None:
         yield problem
