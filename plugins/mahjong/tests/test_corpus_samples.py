@@ -107,8 +107,8 @@ def test_truncated_log_keeps_its_complete_hands_and_reports(tmp_path):
             assert np.array_equal(gs.samples[k], full.samples[k][:n]), k
 
 
-def _selfplay(tmp_path, *args):
-    out = tmp_path / "logs"
+def _selfplay(tmp_path, *args, folder="logs"):
+    out = tmp_path / folder
     assert selfplay.main(["--out", str(out), *args]) == 0
     return sorted(out.glob("game_*"))
 
@@ -267,3 +267,35 @@ def test_selfplay_bots_per_seat_name_the_players(tmp_path):
     for bad in ("rule,rule,rule", "rule,rule,rule,nobody"):
         with pytest.raises(SystemExit):
             selfplay.main(["--games", "1", "--out", str(tmp_path / "x"), "--bots", bad])
+
+
+class _OracleTargets(mjai.Replayer):
+    """Reference targets straight from encode_oracle's planes, at every decision."""
+
+    def __init__(self, game):
+        super().__init__(game)
+        self.tenpai, self.danger = [], []
+
+    def on_decision(self, seats, masks):
+        for s in seats:
+            o = mj.encode_oracle(self.g, s)
+            tenpai = [round(o[9 * i + 5, 0] * 7) - 1 <= 0 for i in range(3)]
+            live_waits = [(o[9 * i + 6] > 0) & (o[9 * i + 7, 0] == 0) for i in range(3)]
+            self.tenpai.append(tenpai)
+            self.danger.append(np.any(live_waits, axis=0))
+
+
+def test_tenpai_and_danger_equal_the_oracle_planes(tmp_path):
+    logs = _selfplay(tmp_path, "--games", "4", "--seed", "6", "--policy", "rule")
+    # Many calls and kans: a kind held four times across hand and melds is no wait.
+    logs += _selfplay(tmp_path, "--games", "4", "--seed", "3", "--call-prob", "0.7", folder="g")
+    total = 0
+    for log in [*logs, FOREIGN]:
+        gs = next(x for x in log_games(log) if isinstance(x, GameSamples))
+        (game,) = mjai.split_games(mjai.read_lines(log))
+        ref = _OracleTargets(game)
+        ref.run()
+        assert np.array_equal(gs.samples["tenpai"], np.array(ref.tenpai)), log
+        assert np.array_equal(gs.samples["danger"], np.array(ref.danger)), log
+        total += len(ref.tenpai)
+    assert total > 6000
