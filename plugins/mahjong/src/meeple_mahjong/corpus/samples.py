@@ -128,26 +128,41 @@ class _Waits:
         self.index: dict[tuple, int] = {}
         self.tenpai: list[bool] = []
         self.waits: list[np.ndarray] = []
+        self.new_hand()
+
+    def new_hand(self) -> None:
+        self.last: list = [None] * 4  # per seat: its closed hand and entry at the previous look
+        self.last_entry = [0] * 4
 
     def of(self, g, seat: int) -> int:
+        """Entry of the seat's concealed hand and melds."""
         hand = g.hand(seat)
-        key = tuple(hand)
         melded: list[int] = []
         if len(hand) < 13:  # melds hold copies too: a kind held four times is no wait
             melded = [t for _, tiles in g.melds(seat) for t in tiles]
-            key = (key, tuple(melded))
+            key = (tuple(hand), tuple(melded))
+        elif hand == self.last[seat]:  # most looks: the seat has not drawn since
+            return self.last_entry[seat]
+        else:
+            key = tuple(hand)
         i = self.index.get(key)
         if i is None:
             i = self.index[key] = len(self.tenpai)
-            counts = np.bincount(np.asarray(hand) >> 2, minlength=34).astype(np.uint8)
+            counts = [0] * 34
+            for t in hand:
+                counts[t >> 2] += 1
             shanten = _mj.shanten(counts)
             waits = np.zeros(34, np.bool_)
             if len(hand) % 3 == 1 and shanten == 0:
-                held = counts + np.bincount(np.asarray(melded, np.int64) >> 2, minlength=34)
+                held = np.array(counts, np.uint8)
+                for t in melded:
+                    held[t >> 2] += 1
                 free = np.flatnonzero(held < 4)
-                waits[free] = _mj.shanten_batch(counts + _EYE[free])[:, 0] == -1
+                batch = np.array(counts, np.uint8) + _EYE[free]
+                waits[free] = _mj.shanten_batch(batch)[:, 0] == -1
             self.tenpai.append(shanten <= 0)
             self.waits.append(waits)
+        self.last[seat], self.last_entry[seat] = hand, i
         return i
 
 
@@ -164,7 +179,13 @@ class _SampleReplayer(Replayer):
 
     def on_decision(self, seats, masks) -> None:
         buf, g, of = self.buf, self.g, self.hands_waits.of
-        w = [of(g, x) for x in range(4)]
+        if len(seats) == 1:  # own turn: the three others (the seat's own hand changes each turn)
+            s = seats[0]
+            w = [0] * 4
+            for r in (1, 2, 3):
+                w[(s + r) & 3] = of(g, (s + r) & 3)
+        else:
+            w = [of(g, x) for x in range(4)]
         for s in seats:
             r = buf.n
             if r == buf.capacity:
@@ -181,6 +202,7 @@ class _SampleReplayer(Replayer):
         self.buf.action[self.rows[seat]] = index
 
     def on_hand_end(self) -> None:
+        self.hands_waits.new_hand()
         self.kept = self.buf.n
         self.hand_scores.append(list(self.g.scores))
         self.hand_events = self.next_event
