@@ -505,6 +505,13 @@ class Replayer:
         if eng["type"] != t:
             if eng["type"] == "end_kyoku" and t in ("start_kyoku", "end_game"):
                 return False
+            if t == "end_game" and eng["type"] == "start_kyoku":
+                nxt = f"{eng.get('bakaze')}{eng.get('kyoku')}, honba {eng.get('honba')}"
+                raise ReplayError(
+                    no,
+                    f"the log ends the game, but under these rules it goes on ({nxt} next): "
+                    "a log of a few hands, or rules other than the log's (e.g. east_only)",
+                )
             raise ReplayError(no, f"the log has {t} but the engine produced {json.dumps(eng)}")
         keys = {
             "tsumo": ("actor", "pai"),
