@@ -299,3 +299,21 @@ def test_tenpai_and_danger_equal_the_oracle_planes(tmp_path):
         assert np.array_equal(gs.samples["danger"], np.array(ref.danger)), log
         total += len(ref.tenpai)
     assert total > 6000
+
+
+def test_a_hand_that_cannot_exist_keeps_the_hands_before_it(tmp_path):
+    (log,) = _selfplay(tmp_path, "--games", "1", "--seed", "4", "--policy", "rule")
+    lines = mjai.read_lines(log)
+    starts = [i for i, x in enumerate(lines) if '"start_kyoku"' in x]
+    ev = json.loads(lines[starts[2]])
+    ev["tehais"][0] = ["1m"] * 13  # five or more copies of a tile
+    lines[starts[2]] = json.dumps(ev)
+    bad = tmp_path / "bad.mjson"
+    bad.write_text("\n".join(lines) + "\n")
+    games, problems = _split(list(log_games(bad)))
+    assert [str(p) for p in problems] == [
+        f"{bad}:{starts[2] + 1}: game 0: this hand uses more copies of 1m than exist"
+    ]
+    (gs,) = games
+    assert gs.hands == 2 and not gs.complete and gs.samples["hand"].max() == 1
+    _check_fields(gs)
