@@ -7,6 +7,12 @@
 Not imported by training: onnx, onnxruntime and onnxscript are the optional ``export`` extra.
 """
 
-from meeple.export.policy import MASKED_LOGIT, ExportedPolicy, ExportError, LoadedPolicy, load_policy
+from meeple.export.policy import (
+    MASKED_LOGIT,
+    ExportedPolicy,
+    ExportError,
+    LoadedPolicy,
+    load_policy,
+)
 
 __all__ = ["MASKED_LOGIT", "ExportError", "ExportedPolicy", "LoadedPolicy", "load_policy"]

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         samples = loaded.samples(args.samples, args.seed)
         out, parity = write_policy(loaded, args.out, opset=args.opset, tolerance=args.tolerance, samples=samples)
     except MeepleError as err:
-        print(f"meeple: error: {err}", file=sys.stderr)
+        # one line: some messages quote a multi-line error of torch's
+        print(f"meeple: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(f"exported {loaded.file} (step {loaded.global_step}, model {loaded.model_target}) -> {out}")
     print(f"inputs {loaded.policy.input_names()} -> outputs {loaded.policy.output_names()}; {parity.line()}")
