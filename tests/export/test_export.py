@@ -202,3 +202,48 @@ def test_without_the_extra_the_cli_says_what_to_install(monkeypatch, tmp_path, c
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     _fails([str(tmp_path), "--out", str(tmp_path / "p.onnx")], capsys, 'needs onnxruntime: pip install "meeple[export]"')
+
+
+def _single_network_checkpoint(kind, path):
+    """A checkpoint as alphazero (best.*, net.*) or packed_ppo (net.*) saves it, fresh weights."""
+    from meeple.plugins.registry import load_game
+
+    if kind == "alphazero":
+        model = {"_target_": "meeple.nets.az_resnet.build_az_resnet", "_partial_": True, "channels": 8, "blocks": 1}
+        game = load_game("connect4")
+        net = instantiate(OmegaConf.create(model))(game.planes_shape, game.num_actions)
+        config = {"model": model, "phase": {"name": "alphazero", "game": "connect4"}}
+        candidate = instantiate(OmegaConf.create(model))(game.planes_shape, game.num_actions)
+        weights = {**{f"best.{k}": v for k, v in net.state_dict().items()},
+                   **{f"net.{k}": v for k, v in candidate.state_dict().items()}}  # fmt: skip
+    else:
+        model = {"_target_": "meeple.nets.packed_cnn.build_packed_cnn", "_partial_": True, "channels": [8, 16],
+                 "hidden": 32}  # fmt: skip
+        factory = {"_target_": "meeple.envs.goal_grid.make_goal_grid", "renderer": "torch", "max_steps": 40}
+        probe = instantiate(OmegaConf.create(factory), _partial_=True)(num_envs=1, device="cpu")
+        net = instantiate(OmegaConf.create(model))(probe.frames_per_obs, probe.num_actions)
+        config = {"model": model, "phase": {"name": "packed_ppo"}, "env": {"backend": "packed", "factory": factory}}
+        weights = {f"net.{k}": v for k, v in net.state_dict().items()}
+    save_atomic({"model_state_dict": weights, "config": config, "checkpoint_version": 1, "global_step": 7}, path)
+    return net.eval()
+
+
+@pytest.mark.parametrize("kind", ["alphazero", "packed_ppo"])
+def test_single_network_phases_export_their_playing_network(kind, tmp_path):
+    net = _single_network_checkpoint(kind, tmp_path / "ckpt.pt")
+    loaded = load_policy(tmp_path / "ckpt.pt")
+    out, parity = write_policy(loaded, tmp_path / "policy.onnx")
+    assert not parity.recorded and parity.max_abs_logits <= 1e-4 and parity.max_abs_value <= 1e-4
+    s = loaded.samples(8, seed=5)
+    with torch.no_grad():
+        logits, value = net(s.observation)  # alphazero: the gated `best` network, not the candidate
+    if kind == "alphazero":
+        assert s.action_mask is not None and s.observation.dtype == torch.float32
+        logits = logits.masked_fill(~s.action_mask, MASKED_LOGIT)
+    else:
+        assert s.action_mask is None and s.observation.dtype == torch.uint8
+    onnx_logits, onnx_value = session(out).run(None, feeds(s.observation, s.action_mask))
+    assert np.abs(onnx_logits - logits.numpy()).max() <= 1e-4
+    assert np.abs(onnx_value - value.numpy()).max() <= 1e-4
+    meta = json.loads((tmp_path / "policy.onnx.json").read_text())
+    assert meta["phase"] == kind and meta["global_step"] == 7 and meta["parity"]["recorded"] is False
