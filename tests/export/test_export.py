@@ -247,3 +247,11 @@ def test_single_network_phases_export_their_playing_network(kind, tmp_path):
     assert np.abs(onnx_value - value.numpy()).max() <= 1e-4
     meta = json.loads((tmp_path / "policy.onnx.json").read_text())
     assert meta["phase"] == kind and meta["global_step"] == 7 and meta["parity"]["recorded"] is False
+
+
+def test_python_dash_m_meeple_export_runs_as_a_module(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "meeple.export", str(tmp_path / "none.pt")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("meeple: error:"), done.stderr[-2000:]
+    assert "none.pt: no such file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
