@@ -23,7 +23,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"largest |logits or value difference| accepted (default {TOLERANCE:g})")  # fmt: skip
     p.add_argument("--samples", type=int, default=64, help="observations recorded from the env for the check")
     p.add_argument("--seed", type=int, default=0, help="seed of the env that records them")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.samples < 1 or args.tolerance < 0:
+        p.error(f"--samples {args.samples} --tolerance {args.tolerance}: accepted: samples >= 1, tolerance >= 0")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
