@@ -41,6 +41,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.chess",
         "chess perft nodes/s: native C++ vs python-chess and OpenSpiel (same positions and depths); self-play",
     ),
+    "export": (
+        "meeple.bench.export",
+        "exported policies: onnxruntime vs eager torch per decision, batch 1 and 64, CPU, 1 thread",
+    ),
 }
 BENCHMARKS["packed"] = BENCHMARKS["pixels"]  # alias
 
