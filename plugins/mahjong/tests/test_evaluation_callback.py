@@ -3,7 +3,6 @@
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from meeple.nets.planes import build_planes_actor_critic
 from meeple_mahjong import duplicate as dup
