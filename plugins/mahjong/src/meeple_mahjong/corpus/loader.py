@@ -60,19 +60,24 @@ def permutation_ids(game: np.ndarray, epoch: int, seed: int) -> np.ndarray:
 def decode_batch(
     c: dict[str, np.ndarray], perm_ids: np.ndarray | None, rank_points: np.ndarray
 ) -> dict[str, torch.Tensor]:
-    """Compact rows -> the training batch (float32 planes, bool mask, targets), permuted."""
+    """Compact rows -> the training batch (float32 planes, bool mask, targets), permuted.
+
+    ``perm_ids`` must be sorted (rows grouped by permutation): the planes are then permuted one
+    contiguous group at a time, 1.5x the rate of a gather over scattered rows.
+    """
     codes, mask, danger = c["codes"], codec.unpack_mask(c["mask"]), codec.unpack_danger(c["danger"])
     action = c["action"].astype(np.int64)
     if perm_ids is not None and perm_ids.any():
-        codes, mask, danger = codes.copy(), mask.copy(), danger.copy()
-        for p in np.unique(perm_ids):
-            if p == 0:
-                continue
-            rows = np.nonzero(perm_ids == p)[0]
-            codes[rows] = codes[rows][:, :, _KIND_INV[p]]
-            danger[rows] = danger[rows][:, _KIND_INV[p]]
-            mask[rows] = mask[rows][:, _ACTION_INV[p]]
-            action[rows] = _ACTION_FWD[p][action[rows]]
+        rows = np.arange(len(action))[:, None]
+        mask = mask[rows, _ACTION_INV[perm_ids]]
+        danger = danger[rows, _KIND_INV[perm_ids]]
+        action = _ACTION_FWD[perm_ids, action]
+        bounds = np.searchsorted(perm_ids, np.arange(len(SUIT_PERMUTATIONS) + 1))
+        codes = codes.copy()
+        for p in range(1, len(SUIT_PERMUTATIONS)):
+            a, b = bounds[p], bounds[p + 1]
+            if b > a:
+                codes[a:b] = np.take(codes[a:b], _KIND_INV[p], axis=2)
     obs = codec.unpack_obs(codes, c["scalars"])
     rank = c["rank"].astype(np.int64)
     return {
@@ -159,8 +164,12 @@ class ShardDataset(IterableDataset):
             emit = n if last else max(0, (n - self.reserve) // self.batch_size) * self.batch_size
             for start in range(0, emit, self.batch_size):
                 if number >= skip:
-                    rows = codec.take(buf, perm[start : min(start + self.batch_size, emit)])
-                    pids = permutation_ids(rows["game"], epoch, self.seed) if self.augment else None
+                    idx, pids = perm[start : min(start + self.batch_size, emit)], None
+                    if self.augment:
+                        pids = permutation_ids(buf["game"][idx], epoch, self.seed)
+                        by_perm = np.argsort(pids, kind="stable")
+                        idx, pids = idx[by_perm], pids[by_perm]
+                    rows = codec.take(buf, idx)
                     batch = decode_batch(rows, pids, self.rank_points)
                     batch["_pos"] = torch.tensor([epoch, role, number])
                     yield batch
