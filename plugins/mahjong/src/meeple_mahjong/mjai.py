@@ -1,28 +1,51 @@
 """MJAI event logs: write the engine's stream, read any log and replay it through the engine.
 
-A log is one JSON event per line (`.mjson`, optionally gzip-compressed `.mjson.gz`).
-Replay rebuilds every hand's wall from the log itself (deal, draws, rinshan draws, dora
-and ura indicators), replays each decision as an engine action (other seats pass), and
-checks each event the engine then emits against the log. It stops at the first event
-that is malformed, illegal or different from what the engine did, and reports its line.
-Fields and event types it does not know are ignored.
+A log is one JSON event per line (`.mjson`, `.json`, `.jsonl`, any of them gzip-compressed;
+gzip is detected from the bytes, not the name). Replay rebuilds every hand's wall from the
+log itself (deal, draws, rinshan draws, dora and ura indicators), turns each decision into
+an engine action (other claimants pass), and checks each event the engine then emits
+against the log. It stops at the first event that is malformed, illegal or different from
+what the engine did, and reports its line.
+
+Variants other writers produce are accepted: `hora` without `pai` (the winning tile is the
+one drawn or on offer), `ura_markers` for `uradora_markers`, logs without `end_kyoku` /
+`end_game`, extra fields (yaku names in any language, tool metadata) and event types it
+does not know (skipped).
+
+:class:`Replayer` is the one replay loop; :func:`replay` checks logs with it and
+`meeple_mahjong.corpus.samples` subclasses it to record every decision (its hooks).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from meeple_native import mahjong as _mj
 
-_HONORS = "ESWNPFC"
+try:  # 5-7x faster than json on event lines; tensordict already depends on it
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson missing
+    _fast_loads = json.loads
+
 _DECISIONS = {"dahai", "reach", "chi", "pon", "daiminkan", "ankan", "kakan", "hora"}
 _KNOWN = _DECISIONS | {
     "start_game", "start_kyoku", "tsumo", "dora", "reach_accepted", "ryukyoku", "end_kyoku", "end_game",
 }  # fmt: skip
+_KYUSHU = {"kyushukyuhai", "kyushu", "kyuushu", "kyuushukyuuhai", "kyuushu_kyuuhai", "kyushu_kyuhai"}
+
+# Action indices (docs/mahjong_encoding.md "Action space").
+RIICHI, CHI, PON, DAIMINKAN, ANKAN, KAKAN = 37, 74, 80, 82, 83, 117
+TSUMO, RON, PASS, KYUSHU = 151, 152, 153, 154
+_PASS_ACTION = _mj.Action("pass")
+_END_KYOKU = '{"type":"end_kyoku"'  # how the engine writes it: its hand boundaries
+
+# MJAI tile name -> (kind, red).
+_TILES: dict[str, tuple[int, bool]] = {_mj.kind_to_mjai(k, False): (k, False) for k in range(34)}
+_TILES.update({f"5{s}r": (k, True) for s, k in (("m", 4), ("p", 13), ("s", 22))})
 
 
 def write_log(path: str | Path, events: Iterable[str], compress: bool | None = None) -> Path:
@@ -45,6 +68,20 @@ def read_lines(path: str | Path) -> list[str]:
     opener = gzip.open if magic == b"\x1f\x8b" else open
     with opener(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+def read_problem(path: str | Path, e: Exception) -> str:
+    """Why a log file could not be read, in words (for exceptions of :func:`read_lines`)."""
+    if isinstance(e, FileNotFoundError):
+        return "file not found"
+    if isinstance(e, IsADirectoryError):
+        return "a directory, not a log file"
+    if isinstance(e, UnicodeDecodeError):
+        return (
+            f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+            "expected MJAI JSON lines, optionally gzip-compressed"
+        )
+    return f"cannot be read ({e})"  # permissions, a truncated or corrupt gzip stream
 
 
 @dataclass
@@ -70,31 +107,72 @@ class ReplayError(Exception):
         self.line = line
 
 
-def _kind_red(s: str, line: int) -> tuple[int, bool]:
-    try:
-        return _mj.mjai_to_kind(s)
-    except (ValueError, TypeError) as e:
-        raise ReplayError(line, f"bad tile {s!r}: {e}") from None
+class _LogEnded(ReplayError):
+    """The events ran out where the game needs more: replaced by the reason they ran out."""
 
 
-def _parse(lines: Iterable[str], skipped: list[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
-    """Known events with their line numbers; other types (chat, tool-specific notes) are skipped
-    and noted in ``skipped`` so that an error right after one can be blamed on it."""
+@dataclass
+class LogGame:
+    """One game's events: (line, event, raw line) from its start_game up to the next one."""
+
+    line: int  # line of its start_game (or first event)
+    events: list[tuple[int, dict, str]] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # unknown event types
+    error: ReplayError | None = None  # first unreadable line; the game's events stop before it
+
+    @property
+    def names(self) -> list[str]:
+        first = self.events[0][1] if self.events else {}
+        names = first.get("names") if first.get("type") == "start_game" else None
+        if isinstance(names, list) and len(names) == 4:
+            return [str(n) for n in names]
+        return ["0", "1", "2", "3"]
+
+
+def split_games(lines: Iterable[str]) -> list[LogGame]:
+    """Parse event lines and cut them into games at each start_game. A malformed line ends its
+    game's events (noted in ``error``); the next start_game starts a fresh game."""
+    games: list[LogGame] = []
+    cur: LogGame | None = None
     for no, raw in enumerate(lines, 1):
         raw = raw.strip()
         if not raw:
             continue
+        err = None
         try:
-            ev = json.loads(raw)
-        except json.JSONDecodeError as e:
-            # Some messages end in "at" ("Unterminated string starting at"): the column completes them.
-            raise ReplayError(no, f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}") from None
-        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
-            raise ReplayError(no, "an event must be a JSON object with a string 'type'")
-        if ev["type"] in _KNOWN:
-            yield no, ev
-        else:
-            skipped.append((no, ev["type"]))
+            ev = _fast_loads(raw)
+        except ValueError:
+            try:  # json's message reads better, and it accepts what orjson refuses (NaN)
+                ev = json.loads(raw)
+            except json.JSONDecodeError as e:
+                # Some messages end in "at" ("Unterminated string starting at"): the column completes them.
+                msg = e.msg.removesuffix(" at")
+                err = ReplayError(no, f"malformed JSON: {msg} at column {e.colno}")
+        if err is None and (not isinstance(ev, dict) or not isinstance(ev.get("type"), str)):
+            err = ReplayError(no, "an event must be a JSON object with a string 'type'")
+        if err is None and (ev["type"] == "start_game" or cur is None):
+            cur = LogGame(no)
+            games.append(cur)
+        elif cur is None:
+            cur = LogGame(no)
+            games.append(cur)
+        if err is not None:
+            cur.error = cur.error or err
+        elif cur.error is None:
+            if ev["type"] in _KNOWN:
+                cur.events.append((no, ev, raw))
+            else:
+                cur.skipped.append((no, ev["type"]))
+    return games
+
+
+def _kind_red(s, line: int) -> tuple[int, bool]:
+    try:
+        return _TILES[s]
+    except (KeyError, TypeError):
+        raise ReplayError(
+            line, f"bad tile {s!r}: expected 1m-9m, 1p-9p, 1s-9s, 5mr/5pr/5sr, or E S W N P F C"
+        ) from None
 
 
 class _WallBuilder:
@@ -120,8 +198,10 @@ class _WallBuilder:
             self.after_kan = True
         elif t == "dora":
             self.dora.append(ev["dora_marker"])
-        elif t == "hora" and ev.get("uradora_markers"):
-            self.ura = list(ev["uradora_markers"])
+        elif t == "hora":
+            ura = ev.get("uradora_markers", ev.get("ura_markers"))
+            if ura:
+                self.ura = list(ura)
 
     def build(self, red_fives: bool) -> list[int]:
         slots: dict[int, str] = {}
@@ -175,187 +255,249 @@ class _WallBuilder:
         return [t if t >= 0 else next(rest) for t in wall]
 
 
-def _walls(events: list[tuple[int, dict]], red_fives: bool) -> list[list[int]]:
-    walls, cur = [], None
-    for no, ev in events:
-        if ev["type"] == "start_kyoku":
-            try:
-                cur = _WallBuilder(ev, no)
-            except (KeyError, TypeError, ValueError):
-                raise ReplayError(
-                    no, "start_kyoku needs oya, tehais (4 x 13 tiles) and dora_marker"
-                ) from None
-        elif cur is not None:
-            try:
-                cur.add(no, ev)
-            except (KeyError, TypeError):
-                raise ReplayError(no, f"{ev['type']}: missing fields") from None
-            if ev["type"] == "end_kyoku":
-                walls.append(cur.build(red_fives))
-                cur = None
-    if cur is not None:
+def _walls(
+    events: list[tuple[int, dict, str]], red_fives: bool
+) -> tuple[list[list[int]], ReplayError | None, int]:
+    """Every hand's wall; on a hand whose wall cannot be built: the walls before it, the
+    error, and the index of that hand's start_kyoku (replay stops there)."""
+    walls: list[list[int]] = []
+    cur, start = None, 0
+
+    def close() -> None:
         walls.append(cur.build(red_fives))
-    return walls
+
+    try:
+        for idx, (no, ev, _) in enumerate(events):
+            t = ev["type"]
+            if t == "start_kyoku":
+                if cur is not None:  # a hand without end_kyoku
+                    close()
+                start = idx
+                try:
+                    cur = _WallBuilder(ev, no)
+                except (KeyError, TypeError, ValueError):
+                    raise ReplayError(
+                        no, "start_kyoku needs oya, tehais (4 x 13 tiles) and dora_marker"
+                    ) from None
+            elif cur is not None:
+                try:
+                    cur.add(no, ev)
+                except (KeyError, TypeError):
+                    raise ReplayError(no, f"{t}: missing fields") from None
+                if t == "end_kyoku":
+                    close()
+                    cur = None
+        if cur is not None:
+            close()
+    except ReplayError as e:
+        return walls, e, start
+    return walls, None, len(events)
 
 
-def _signature(type_: str, tile: str | None, consumed: Iterable[str]) -> tuple:
-    return (type_, tile, tuple(sorted(consumed)))
+class Replayer:
+    """Replays one game of a log through the engine and checks it.
 
+    `run()` returns the final scores or raises :class:`ReplayError` at the first bad line.
+    Subclasses observe the replay through three hooks (no-ops here):
+    `on_decision(seats, masks)` when seats must act (masks: seat -> legal mask over the 155
+    actions, before anyone acts), `on_action(seat, index)` just before each seat's action is
+    applied (every seat of `seats` acts once, 153 = pass), `on_hand_end()` after the engine's
+    end of a hand matched the log. `self.g` is the engine game, `self.hands` the complete
+    hands so far, `self.next_event` (in `on_hand_end`) the index in `self.events` of the
+    first event after the hand.
+    """
 
-def _action_signature(a, red_fives: bool) -> tuple:
-    def name(t: int) -> str:
-        return _mj.tile_to_mjai(t, red_fives)
+    def __init__(self, game: LogGame, rules: dict | None = None):
+        self.game = game
+        self.rules = dict(rules or {})
+        self.red = self.rules.get("red_fives", True)
+        self.events = game.events
+        self.hands = 0
+        self.next_event = 0
+        self.g = None
 
-    return _signature(a.type, name(a.tile) if a.tile >= 0 else None, [name(c) for c in a.consumed])
+    def on_decision(self, seats: list[int], masks: dict) -> None:
+        pass
 
+    def on_action(self, seat: int, index: int) -> None:
+        pass
 
-class _Replayer:
-    def __init__(self, events: list[tuple[int, dict]], rules: dict):
-        self.events = events
-        self.rules = rules
-        self.red = rules.get("red_fives", True)
+    def on_hand_end(self) -> None:
+        pass
 
     def run(self) -> list[int]:
-        g = _mj.Game(**self.rules)
-        g.reset_with_walls(_walls(self.events, self.red))
-        self.g = g
-        self.pos = 0
-        i = 0
-        while i < len(self.events):
-            no, ev = self.events[i]
-            t = ev["type"]
-            if self.pos == g.event_count:
-                if g.is_done():
-                    raise ReplayError(no, f"{t}: the engine's game is already over")
-                i = self._decide(i)
-                continue
-            self._compare(no, ev, json.loads(g.events(self.pos)[0]))
-            self.pos += 1
-            i += 1
-        if self.pos != g.event_count or not g.is_done():
-            last = self.events[-1][0] if self.events else 0
-            raise ReplayError(last, "the log ends before the engine's game does")
+        walls, wall_error, cut = _walls(self.events, self.red)
+        if wall_error is not None:
+            self.events = self.events[:cut]
+            if not walls:
+                raise wall_error
+        events, n = self.events, len(self.events)
+        g = self.g = _mj.Game(**self.rules)
+        g.reset_with_walls(walls)
+        pos = i = 0
+        try:
+            while i < n:
+                if pos == g.event_count:
+                    no, ev, _ = events[i]
+                    if g.is_done():
+                        raise ReplayError(no, f"{ev['type']}: the engine's game is already over")
+                    self._decide(i)
+                    continue
+                for eng in g.events(pos):
+                    if i == n:
+                        break
+                    no, ev, raw = events[i]
+                    # Logs written by this engine match byte for byte: parse only when they differ.
+                    matched = raw == eng or self._compare(no, ev, _fast_loads(eng))
+                    pos += 1
+                    i += matched
+                    if eng.startswith(_END_KYOKU):
+                        self.hands += 1
+                        self.next_event = i
+                        self.on_hand_end()
+            for eng in g.events(pos):  # end_kyoku / end_game the log leaves out
+                if not eng.startswith(('{"type":"end_kyoku"', '{"type":"end_game"')):
+                    break
+                pos += 1
+                if eng.startswith(_END_KYOKU):
+                    self.hands += 1
+                    self.next_event = i
+                    self.on_hand_end()
+            if pos != g.event_count or not g.is_done():
+                last = events[-1][0] if events else self.game.line
+                raise _LogEnded(last, "the log ends before the engine's game does")
+        except _LogEnded as e:
+            raise wall_error or self.game.error or e from None
+        if wall_error is not None:
+            raise wall_error
         return list(g.scores)
 
-    def _step(self, no: int, seat: int, sig: tuple, what: str) -> None:
-        legal = self.g.legal_actions(seat)
-        for a in legal:
-            if _action_signature(a, self.red) == sig:
-                self.g.step(seat, a)
-                return
-        shown = ", ".join(repr(a) for a in legal) or f"none (pending seats: {self.g.pending()})"
-        raise ReplayError(no, f"illegal {what} by seat {seat}; legal: {shown}")
+    # -- decisions ---------------------------------------------------------------------------
 
-    def _pass_all(self) -> None:
-        for seat in self.g.pending():
-            if any(a.type == "pass" for a in self.g.legal_actions(seat)):
-                self.g.step(seat, _mj.Action("pass"))
-
-    def _decide(self, i: int) -> int:
-        self._act(i)
-        return i
-
-    def _act(self, i: int) -> None:
-        no, ev = self.events[i]
+    def _decide(self, i: int) -> None:
+        g = self.g
+        no, ev, _ = self.events[i]
         t = ev["type"]
-        # In a claims window the claim may come after events the engine emits on resolution
-        # (reach_accepted, dora): act on the first event that is not one of those.
-        k = i
-        while k < len(self.events) and self.events[k][1]["type"] in ("reach_accepted", "dora"):
-            k += 1
-        claiming = any(
-            a.type == "pass" for seat in self.g.pending() for a in self.g.legal_actions(seat)
-        )
-        if claiming and k < len(self.events) and k != i:
-            no, ev = self.events[k]
-            t = ev["type"]
-            if t not in ("chi", "pon", "daiminkan") and not (
-                t == "hora" and ev.get("actor") != ev.get("target")
-            ):
-                no, ev = self.events[i]
-                t = ev["type"]
-            else:
-                i = k
+        seats = g.pending()
+        masks = {s: _mj.legal_mask(g, s) for s in seats}
+        self.on_decision(seats, masks)
         try:
-            actor = int(ev.get("actor", -1))
-        except (TypeError, ValueError):
-            raise ReplayError(no, f"{t}: actor must be a seat number") from None
-        try:
-            if t == "hora" and actor != ev.get("target", actor):
-                j = i
-                while j < len(self.events) and self.events[j][1]["type"] == "hora":
-                    h = self.events[j][1]
-                    pai = self._canon(h["pai"], no)
-                    self._step(
-                        self.events[j][0], int(h["actor"]), _signature("ron", pai, []), "ron"
-                    )
-                    j += 1
-                self._pass_all()
-                return
-            if t in ("chi", "pon", "daiminkan"):
-                pai = self._canon(ev["pai"], no)
-                cons = [self._canon(c, no) for c in ev["consumed"]]
-                self._step(no, actor, _signature(t, pai, cons), t)
-                self._pass_all()
-                return
-            self._pass_all()
-            if self.pos < self.g.event_count:  # passing resolved something: compare it first
-                return
-            if t == "dahai":
-                self._step(
-                    no, actor, _signature("discard", self._canon(ev["pai"], no), []), "dahai"
-                )
-            elif t == "reach":
-                nxt = next((e for _, e in self.events[i + 1 :] if e["type"] == "dahai"), None)
-                if nxt is None or nxt.get("actor") != actor:
-                    raise ReplayError(no, "reach must be followed by the same seat's dahai")
-                self._step(
-                    no, actor, _signature("riichi", self._canon(nxt["pai"], no), []), "reach"
-                )
-            elif t == "hora":
-                self._step(
-                    no, actor, _signature("tsumo", self._canon(ev["pai"], no), []), "tsumo hora"
-                )
-            elif t == "ankan":
-                cons = sorted(self._canon(c, no) for c in ev["consumed"])
-                legal = [a for a in self.g.legal_actions(actor) if a.type == "ankan"]
-                match = [
-                    a
-                    for a in legal
-                    if sorted(_mj.tile_to_mjai(x, self.red) for x in [a.tile, *a.consumed]) == cons
-                ]
-                if not match:
-                    raise ReplayError(
-                        no, f"illegal ankan by seat {actor}; legal: {legal or 'none'}"
-                    )
-                self.g.step(actor, match[0])
-            elif t == "kakan":
-                self._step(no, actor, _signature("kakan", self._canon(ev["pai"], no), []), "kakan")
-            elif t == "ryukyoku" and ev.get("reason") in ("kyushukyuhai", "kyushu"):
-                self._step(
-                    no,
-                    actor if actor >= 0 else self.g.pending()[0],
-                    _signature("kyuushu", None, []),
-                    "kyushukyuhai",
-                )
+            if masks[seats[0]][PASS]:
+                self._claims(i, seats, masks)
             else:
-                raise ReplayError(
-                    no, f"the log has {t} but the engine expects seat(s) {self.g.pending()} to act"
-                )
+                self._own_turn(i, seats, masks)
         except ReplayError:
             raise
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, IndexError) as e:
             raise ReplayError(no, f"{t}: missing or bad field {e}") from None
         except ValueError as e:
             raise ReplayError(no, f"illegal {t}: {e}") from None
 
-    def _canon(self, s: str, no: int) -> str:
+    def _claims(self, i: int, seats: list[int], masks: dict) -> None:
+        """A claims window. The claim may come after events the engine emits only once the
+        window resolves (reach_accepted, dora): look past those for it; no claim = all pass."""
+        events, n = self.events, len(self.events)
+        k = i
+        while k < n and events[k][1]["type"] in ("reach_accepted", "dora"):
+            k += 1
+        claimed = []
+        if k < n:
+            no, ev, _ = events[k]
+            t = ev["type"]
+            if t in ("chi", "pon", "daiminkan"):
+                claimed.append(self._actor(no, ev))
+                self._take(no, claimed[-1], self._call_index(no, ev), t, masks)
+            elif t == "hora" and ev.get("actor") != ev.get("target", ev.get("actor")):
+                while k < n and events[k][1]["type"] == "hora":  # double (triple) ron
+                    no, ev, _ = events[k]
+                    claimed.append(self._actor(no, ev))
+                    self._take(no, claimed[-1], RON, "ron", masks)
+                    k += 1
+        # The window resolves once every seat in it has answered: the others pass.
+        for seat in seats:
+            if seat not in claimed:
+                self.on_action(seat, PASS)
+                self.g.step(seat, _PASS_ACTION)
+
+    def _own_turn(self, i: int, seats: list[int], masks: dict) -> None:
+        no, ev, _ = self.events[i]
+        t = ev["type"]
+        if t == "ryukyoku" and ev.get("reason") in _KYUSHU:
+            actor = self._actor(no, ev) if "actor" in ev else seats[0]
+            self._take(no, actor, KYUSHU, "kyushukyuhai", masks)
+            return
+        if t not in ("dahai", "reach", "hora", "ankan", "kakan"):
+            raise ReplayError(no, f"the log has {t} but the engine expects seat(s) {seats} to act")
+        actor = self._actor(no, ev)
+        if t == "dahai":
+            self._take(no, actor, self._class(ev["pai"], no), "dahai", masks)
+        elif t == "reach":
+            nxt = next((e for _, e, _ in self.events[i + 1 :] if e["type"] == "dahai"), None)
+            if nxt is None:
+                raise _LogEnded(no, "reach must be followed by the same seat's dahai")
+            if nxt.get("actor") != actor:
+                raise ReplayError(no, "reach must be followed by the same seat's dahai")
+            self._take(no, actor, RIICHI + self._class(nxt["pai"], no), "reach", masks)
+        elif t == "hora":
+            self._take(no, actor, TSUMO, "tsumo hora", masks)
+        elif t == "ankan":
+            cons = ev["consumed"]
+            if not isinstance(cons, list) or len(cons) != 4:
+                raise ReplayError(no, f"ankan: consumed must list 4 tiles, got {cons!r}")
+            self._take(no, actor, ANKAN + _kind_red(cons[0], no)[0], "ankan", masks)
+        else:
+            self._take(no, actor, KAKAN + _kind_red(ev["pai"], no)[0], "kakan", masks)
+
+    def _take(self, no: int, seat: int, index: int, what: str, masks: dict) -> None:
+        mask = masks.get(seat)
+        if mask is None or not mask[index]:
+            legal = self.g.legal_actions(seat) if mask is not None else []
+            shown = ", ".join(repr(a) for a in legal) or f"none (pending seats: {self.g.pending()})"
+            raise ReplayError(no, f"illegal {what} by seat {seat}; legal: {shown}")
+        action = _mj.action_from_index(self.g, seat, index)
+        self.on_action(seat, index)
+        self.g.step(seat, action)
+
+    def _actor(self, no: int, ev: dict) -> int:
+        actor = ev.get("actor")
+        if type(actor) is not int or not 0 <= actor < 4:
+            raise ReplayError(no, f"{ev['type']}: actor must be a seat number 0-3, got {actor!r}")
+        return actor
+
+    def _class(self, s, no: int) -> int:
+        """Discard class of a tile: its kind, or 34-36 for a red five (docs/mahjong_encoding.md)."""
+        kind, red = _kind_red(s, no)
+        return 34 + kind // 9 if red and self.red else kind
+
+    def _call_index(self, no: int, ev: dict) -> int:
+        t = ev["type"]
+        kind, _ = _kind_red(ev["pai"], no)
+        cons = ev["consumed"]
+        want = 3 if t == "daiminkan" else 2
+        if not isinstance(cons, list) or len(cons) != want:
+            raise ReplayError(no, f"{t}: consumed must list {want} tiles, got {cons!r}")
+        own = [_kind_red(c, no) for c in cons]
+        red = int(self.red and any(r for _, r in own))
+        if t == "daiminkan":
+            return DAIMINKAN
+        if t == "pon":
+            return PON + red
+        below = sum(k < kind for k, _ in own)  # 0, 1, 2: the called tile is lowest/middle/highest
+        return CHI + 2 * below + red
+
+    # -- comparing the engine's events with the log's ------------------------------------------
+
+    def _canon(self, s, no: int) -> str:
         kind, red = _kind_red(s, no)
         return _mj.kind_to_mjai(kind, red and self.red)
 
-    def _compare(self, no: int, log: dict, eng: dict) -> None:
+    def _compare(self, no: int, log: dict, eng: dict) -> bool:
+        """True when the log's event matches the engine's; False for an engine end_kyoku the log
+        leaves out (the log goes on with the next hand); ReplayError otherwise."""
         t = log["type"]
         if eng["type"] != t:
+            if eng["type"] == "end_kyoku" and t in ("start_kyoku", "end_game"):
+                return False
             raise ReplayError(no, f"the log has {t} but the engine produced {json.dumps(eng)}")
         keys = {
             "tsumo": ("actor", "pai"),
@@ -369,16 +511,9 @@ class _Replayer:
             "ankan": ("actor", "consumed"),
             "dora": ("dora_marker",),
             "start_kyoku": (
-                "bakaze",
-                "kyoku",
-                "honba",
-                "kyotaku",
-                "oya",
-                "scores",
-                "tehais",
-                "dora_marker",
-            ),
-            "hora": ("actor", "target", "deltas", "scores"),
+                "bakaze", "kyoku", "honba", "kyotaku", "oya", "scores", "tehais", "dora_marker",
+            ),  # fmt: skip
+            "hora": ("actor", "target", "pai", "deltas", "scores"),
             "ryukyoku": ("deltas", "scores"),
             "end_game": ("scores",),
         }.get(t, ())
@@ -386,16 +521,20 @@ class _Replayer:
             if k not in log:
                 continue
             a, b = log[k], eng.get(k)
-            if k in ("consumed", "tehais"):
-                a = [sorted(x) for x in a] if k == "tehais" else sorted(a)
-                b = [sorted(x) for x in b] if k == "tehais" else sorted(b)
-            if k in ("pai", "dora_marker", "consumed", "tehais"):
-                a, b = self._canon_any(a, no), self._canon_any(b, no)
+            try:
+                if k in ("consumed", "tehais"):
+                    a = [sorted(x) for x in a] if k == "tehais" else sorted(a)
+                    b = [sorted(x) for x in b] if k == "tehais" else sorted(b)
+                if k in ("pai", "dora_marker", "consumed", "tehais"):
+                    a, b = self._canon_any(a, no), self._canon_any(b, no)
+            except TypeError:  # junk where tiles belong (a number, a dict)
+                raise ReplayError(no, f"{t}.{k}: not a tile or list of tiles: {log[k]!r}") from None
             if a != b:
                 raise ReplayError(
                     no,
                     f"{t}.{k}: log has {json.dumps(log[k])}, the engine has {json.dumps(eng.get(k))}",
                 )
+        return True
 
     def _canon_any(self, x, no):
         if isinstance(x, list):
@@ -406,23 +545,18 @@ class _Replayer:
 def replay(lines: Iterable[str], **rules) -> ReplayReport:
     """Replay every game of a log; stop at the first problem. `rules` are Game keyword options."""
     report = ReplayReport(ok=True)
-    skipped: list[tuple[int, str]] = []
-    events: list[tuple[int, dict]] = []
+    games: list[LogGame] = []
+    game = None
     try:
-        events.extend(_parse(lines, skipped))
-        if not events:
+        games = split_games(lines)
+        if not any(g.events for g in games) and not any(g.error for g in games):
             return ReplayReport(ok=False, message="no events (the log is empty)")
-        games: list[list[tuple[int, dict]]] = []
-        for no, ev in events:
-            if ev["type"] == "start_game" or not games:
-                games.append([])
-            games[-1].append((no, ev))
         for game in games:
-            report.final_scores.append(_Replayer(game, rules).run())
+            report.final_scores.append(Replayer(game, rules).run())
             report.games += 1
-            report.events += len(game)
+            report.events += len(game.events)
     except ReplayError as e:
-        line, message = _blame(e, events, skipped)
+        line, message = explain(e, game)
         return ReplayReport(
             ok=False, games=report.games, events=report.events, line=line, message=message
         )
@@ -436,13 +570,13 @@ def replay(lines: Iterable[str], **rules) -> ReplayReport:
     return report
 
 
-def _blame(
-    e: ReplayError, events: list[tuple[int, dict]], skipped: list[tuple[int, str]]
-) -> tuple[int, str]:
+def explain(e: ReplayError, game: LogGame | None) -> tuple[int, str]:
     """An error right after skipped unknown events is most likely one of them (a typo'd type
     where the engine expected an event): name the first such event and its own line."""
-    before = max((no for no, _ in events if no < e.line), default=0)
-    suspects = [(no, t) for no, t in skipped if before < no < e.line]
+    if game is None:
+        return e.line, str(e)
+    before = max((no for no, _, _ in game.events if no < e.line), default=0)
+    suspects = [(no, t) for no, t in game.skipped if before < no < e.line]
     if not suspects:
         return e.line, str(e)
     no, t = suspects[0]
@@ -456,15 +590,6 @@ def replay_file(path: str | Path, **rules) -> ReplayReport:
     """Like :func:`replay`; a file that cannot be read is one failed report saying why."""
     try:
         lines = read_lines(path)
-    except FileNotFoundError:
-        return ReplayReport(ok=False, message="file not found")
-    except IsADirectoryError:
-        return ReplayReport(ok=False, message="a directory, not a log file")
-    except UnicodeDecodeError as e:
-        return ReplayReport(
-            ok=False, message=f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
-            "expected MJAI JSON lines, optionally gzip-compressed",
-        )
-    except (OSError, EOFError) as e:  # permissions, a truncated or corrupt gzip stream
-        return ReplayReport(ok=False, message=f"cannot be read ({e})")
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        return ReplayReport(ok=False, message=read_problem(path, e))
     return replay(lines, **rules)
