@@ -90,6 +90,7 @@ def decode_batch(
         "danger": torch.from_numpy(danger.astype(np.float32)),
         "category": torch.from_numpy(ACTION_CATEGORY[action]),
         "weight": torch.from_numpy(c["weight"].astype(np.float32)),
+        "game": torch.from_numpy(c["game"].astype(np.int64)),  # manifest game id
     }
 
 
