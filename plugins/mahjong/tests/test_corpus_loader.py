@@ -32,7 +32,7 @@ def _row_keys(batch):
 
 def _shard_keys(out):
     rows = codec.concat([codec.read_shard(p) for p, _ in shards.shard_paths(out, "train")])
-    obs = codec.unpack_obs(rows["codes"], rows["scalars"])
+    obs = codec.unpack_obs(rows["bits"], rows["codes"], rows["scalars"])
     return Counter((int(g), obs[i].tobytes()) for i, g in enumerate(rows["game"]))
 
 
@@ -83,7 +83,7 @@ def test_slices_are_disjoint_and_cover_each_epoch(tiny_corpus, workers):
 def test_every_game_sees_all_six_permutations_in_six_epochs(tiny_corpus):
     _, out = tiny_corpus
     rows = codec.concat([codec.read_shard(p) for p, _ in shards.shard_paths(out, "train")])
-    obs = codec.unpack_obs(rows["codes"], rows["scalars"])
+    obs = codec.unpack_obs(rows["bits"], rows["codes"], rows["scalars"])
     mask = codec.unpack_mask(rows["mask"])
     danger = codec.unpack_danger(rows["danger"])
     # no shuffle, batch 1: row i of every epoch is sample i, so each permutation can be checked

@@ -25,7 +25,7 @@ def test_round_trip_equals_samples(tiny_corpus, selfplay_logs):
     ids = [e.id for es in manifest.games_by_file(m).values() for e in es]
     rows = codec.concat([_all_rows(out, "train"), _all_rows(out, "val")])  # chronological order
     expected = {k: np.concatenate([g.samples[k] for g in games]) for k in games[0].samples}
-    obs = codec.unpack_obs(rows["codes"], rows["scalars"])
+    obs = codec.unpack_obs(rows["bits"], rows["codes"], rows["scalars"])
     assert obs.dtype == np.float32 and np.array_equal(obs, expected["obs"])  # bit-exact, no error
     assert np.array_equal(codec.unpack_mask(rows["mask"]), expected["mask"])
     assert np.array_equal(codec.unpack_danger(rows["danger"]), expected["danger"])
@@ -44,6 +44,10 @@ def test_codec_refuses_lossy_values():
     with pytest.raises(ValueError, match="plane 73 .* not a multiple of 1/24"):
         codec.pack({"obs": obs, **fields}, np.zeros(2), np.ones(2))
     obs[1, 73, 5] = 0
+    obs[1, 0, 5] = 0.5  # a flag plane
+    with pytest.raises(ValueError, match="plane 0 holds a value other than 0/1"):
+        codec.pack({"obs": obs, **fields}, np.zeros(2), np.ones(2))
+    obs[1, 0, 5] = 0
     obs[0, 81, 3] = 0.5  # a scalar plane that is not broadcast
     with pytest.raises(ValueError, match="plane 81 is not constant"):
         codec.pack({"obs": obs, **fields}, np.zeros(2), np.ones(2))

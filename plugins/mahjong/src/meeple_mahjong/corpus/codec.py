@@ -1,15 +1,17 @@
 """Lossless compact form of decision samples, and the shard file that holds them.
 
-The 84x34 float32 public planes (11,424 bytes) take two exact parts (docs/mahjong_encoding.md):
+The 84x34 float32 public planes (11,424 bytes) take three exact parts
+(docs/mahjong_encoding.md):
 - 18 *scalar* planes (shanten; per seat riichi, score, rank; honba, sticks, wall, hand index,
   first go-around) hold one value broadcast over 34 columns: kept as float32, one per plane;
-- the other 66 planes hold multiples of 1/24 in 0..4 (0/1 flags, /4 counts, /24 pond order,
-  quarter-step recency, half-step suji, 0..4 dora counts): kept as uint8 codes ``round(24 v)``,
-  decoded with a float32 division ``code / 24``, which is what the encoder computes, so the
-  round trip is bit-exact. :func:`pack` checks it on every sample and raises otherwise.
-The legal mask and the danger targets are bit-packed. Per sample: 2,244 + 72 + 20 + 5 + ~20
-bytes before compression; each field is compressed alone with zlib (level 6: see
-docs/mahjong_corpus.md for the measurements behind the choice).
+- 44 *binary* planes (0/1 flags and one-hots): bit-packed, 187 bytes;
+- 22 *fraction* planes hold multiples of 1/24 in 0..4 (/4 counts, /24 pond order,
+  quarter-step recency, half-step suji, dora counts): uint8 codes ``round(24 v)``, decoded
+  by a float32 division ``code / 24``, which gives back the encoder's values bit for bit.
+:func:`pack` checks the round trip on every sample and raises naming the plane otherwise, so
+a plane that changes scale cannot be stored lossy. The legal mask and the danger targets are
+bit-packed too: ~1,070 bytes per sample before compression; each field is compressed alone
+with zlib (level 6: docs/mahjong_corpus.md has the measurements behind the choice).
 
 Shard file: ``MJSHARD1`` | u32 header length | header JSON | field blobs. The header lists every
 field's dtype, shape, blob offset, length and CRC-32; :func:`read_shard` checks them all and a
@@ -30,15 +32,19 @@ MAGIC = b"MJSHARD1"
 PLANES, WIDTH, ACTIONS = 84, 34, 155
 SCALAR_PLANES = np.array([7] + [8 + 14 * r + j for r in range(4) for j in (11, 12, 13)]
                          + [79, 80, 81, 82, 83])  # fmt: skip
-GRID_PLANES = np.setdiff1d(np.arange(PLANES), SCALAR_PLANES)
+BINARY_PLANES = np.array(sorted(list(range(7)) + [8 + 14 * r + j for r in range(4) for j in (0, 4, 5, 6, 7, 8, 10)]
+                                + [64, 65, 66, 72, 74, 75, 76, 77, 78]))  # fmt: skip
+FRACTION_PLANES = np.setdiff1d(np.setdiff1d(np.arange(PLANES), SCALAR_PLANES), BINARY_PLANES)
+BIT_BYTES = (len(BINARY_PLANES) * WIDTH + 7) // 8
 CODE_SCALE = np.float32(24)
-# code -> value, by the same float32 division the check in `pack` uses
+# code -> value, by the same float32 division the decoder uses
 CODE_VALUES = (np.arange(256, dtype=np.float32) / CODE_SCALE).astype(np.float32)
 ZLIB_LEVEL = 6  # smaller and faster to decompress than level 1 (docs/mahjong_corpus.md)
 
 # compact fields: name -> (dtype, per-sample shape)
 COMPACT_FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "codes": ("uint8", (len(GRID_PLANES), WIDTH)),
+    "bits": ("uint8", (BIT_BYTES,)),
+    "codes": ("uint8", (len(FRACTION_PLANES), WIDTH)),
     "scalars": ("float32", (len(SCALAR_PLANES),)),
     "mask": ("uint8", ((ACTIONS + 7) // 8,)),
     "action": ("int16", ()),
@@ -67,15 +73,20 @@ def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -
     if not (scal == scal[:, :, :1]).all():
         bad = int(SCALAR_PLANES[np.nonzero((scal != scal[:, :, :1]).any((0, 2)))[0][0]])
         raise ValueError(f"plane {bad} is not constant over its 34 columns; the codec expects a scalar")
-    grid = obs[:, GRID_PLANES, :]
+    binary = obs[:, BINARY_PLANES, :]
+    if not ((binary == 0) | (binary == 1)).all():
+        p = int(BINARY_PLANES[np.nonzero(((binary != 0) & (binary != 1)).any((0, 2)))[0][0]])
+        raise ValueError(f"plane {p} holds a value other than 0/1; the codec stores it as bits")
+    grid = obs[:, FRACTION_PLANES, :]
     scaled = np.rint(grid * CODE_SCALE)
     if scaled.min(initial=0) < 0 or scaled.max(initial=0) > 255:
-        raise ValueError("a grid plane holds a value outside 0..255/24; the codec cannot store it")
+        raise ValueError("a fraction plane holds a value outside 0..255/24; the codec cannot store it")
     codes = scaled.astype(np.uint8)
     if not np.array_equal(CODE_VALUES[codes], grid):
-        p = int(GRID_PLANES[np.nonzero((CODE_VALUES[codes] != grid).any((0, 2)))[0][0]])
+        p = int(FRACTION_PLANES[np.nonzero((CODE_VALUES[codes] != grid).any((0, 2)))[0][0]])
         raise ValueError(f"plane {p} holds a value that is not a multiple of 1/24; the codec is lossy there")
     return {
+        "bits": np.packbits(binary.astype(np.uint8).reshape(n, -1), axis=1),
         "codes": codes,
         "scalars": np.ascontiguousarray(scal[:, :, 0]),
         "mask": np.packbits(np.asarray(samples["mask"], bool), axis=1),
@@ -92,10 +103,10 @@ def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -
 
 
 def _runs(planes: np.ndarray) -> list[tuple[int, int, int]]:
-    """(first plane, end plane, first code row) of each run of consecutive grid planes."""
+    """(first plane, end plane, first stored row) of each run of consecutive ``planes``."""
     members = set(planes.tolist())
     runs, row = [], 0
-    for start in [p for p in members if p - 1 not in members]:
+    for start in sorted(p for p in members if p - 1 not in members):
         end = start
         while end in members:
             end += 1
@@ -104,19 +115,29 @@ def _runs(planes: np.ndarray) -> list[tuple[int, int, int]]:
     return runs
 
 
-GRID_RUNS = _runs(GRID_PLANES)
+BINARY_RUNS, FRACTION_RUNS = _runs(BINARY_PLANES), _runs(FRACTION_PLANES)
 
 
-def unpack_obs(codes: np.ndarray, scalars: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Compact planes -> float32 (N, 84, 34), bit-exact to the encoder's output.
+def unpack_bits(bits: np.ndarray) -> np.ndarray:
+    """Packed binary planes (N, 187) -> uint8 0/1 (N, 44, 34)."""
+    return np.unpackbits(bits, axis=1, count=len(BINARY_PLANES) * WIDTH).reshape(len(bits), -1, WIDTH)
 
-    Divides straight into slices of ``out`` per run of grid planes: 2.9x the rate of a table
-    gather plus a fancy-index store (164k -> 473k samples/s/core on the dev machine).
+
+def unpack_obs(binary: np.ndarray, codes: np.ndarray, scalars: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Compact planes -> float32 (N, 84, 34), bit-exact to the encoder's output. ``binary``:
+    (N, 44, 34) 0/1 (``unpack_bits``) or the packed (N, 187) bytes.
+
+    Writes straight into slices of ``out`` per run of consecutive planes: 2.9x the rate of a
+    table gather plus a fancy-index store (164k -> 473k samples/s/core on the dev machine).
     """
+    if binary.ndim == 2:
+        binary = unpack_bits(binary)
     n = len(codes)
     if out is None:
         out = np.empty((n, PLANES, WIDTH), np.float32)
-    for start, end, row in GRID_RUNS:
+    for start, end, row in BINARY_RUNS:
+        out[:, start:end] = binary[:, row : row + end - start]
+    for start, end, row in FRACTION_RUNS:
         np.divide(codes[:, row : row + end - start], CODE_SCALE, out=out[:, start:end], dtype=np.float32)
     for k, p in enumerate(SCALAR_PLANES):
         out[:, p, :] = scalars[:, k : k + 1]
