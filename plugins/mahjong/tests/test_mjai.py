@@ -176,3 +176,48 @@ def test_json_errors_read_as_one_phrase():
     r = mjai.replay(['{"type": "start_game", "names": ["a]'])
     assert not r.ok and r.line == 1
     assert r.message == "malformed JSON: Unterminated string starting at column 34"
+
+
+def _foreign_style(events: list[str]) -> list[str]:
+    """The stream as other writers produce it: hora without pai and scores, ura_markers,
+    Japanese yaku names, extra fields, no end_kyoku / end_game."""
+    out = []
+    for raw in events:
+        ev = json.loads(raw)
+        if ev["type"] in ("end_kyoku", "end_game"):
+            continue
+        if ev["type"] == "hora":
+            del ev["pai"], ev["scores"]
+            ev["ura_markers"] = ev.pop("uradora_markers")
+            ev["yakus"] = [["立直", 1]] * len(ev.get("yakus", []))
+        ev["meta"] = {"q_values": [0.1, 0.2]}
+        out.append(json.dumps(ev, ensure_ascii=False))
+    return out
+
+
+def test_other_writers_variants_replay():
+    wins = 0
+    for i in range(6):
+        g = _game(seed=4, index=i, greedy=i % 2 == 0)
+        foreign = _foreign_style(g.events())
+        wins += sum(json.loads(e)["type"] == "hora" for e in foreign)
+        report = mjai.replay(foreign)
+        assert report.ok, (i, str(report))
+        assert report.final_scores == [list(g.scores)]
+    assert wins >= 10
+    foreign = _foreign_style(_game(seed=4, index=0).events())
+    # A wrong winner is still caught without pai.
+    i = _first(foreign, "hora")
+    ev = json.loads(foreign[i])
+    ev["actor"] = ev["target"] = next(s for s in range(4) if s not in (ev["actor"], ev["target"]))
+    r = mjai.replay(foreign[:i] + [json.dumps(ev)] + foreign[i + 1 :])
+    assert not r.ok and r.line == i + 1, str(r)
+
+
+def test_riichienv_log_replays(tmp_path):
+    # Written by RiichiEnv's arena (tests/data/README.md): hora without pai, ura_markers.
+    from pathlib import Path
+
+    report = mjai.replay_file(Path(__file__).parent / "data" / "riichienv_126_204_0.mjson")
+    assert report.ok and report.games == 1, str(report)
+    assert sum(report.final_scores[0]) == 100_000

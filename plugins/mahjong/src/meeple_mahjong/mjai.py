@@ -35,7 +35,14 @@ _DECISIONS = {"dahai", "reach", "chi", "pon", "daiminkan", "ankan", "kakan", "ho
 _KNOWN = _DECISIONS | {
     "start_game", "start_kyoku", "tsumo", "dora", "reach_accepted", "ryukyoku", "end_kyoku", "end_game",
 }  # fmt: skip
-_KYUSHU = {"kyushukyuhai", "kyushu", "kyuushu", "kyuushukyuuhai", "kyuushu_kyuuhai", "kyushu_kyuhai"}
+_KYUSHU = {
+    "kyushukyuhai",
+    "kyushu",
+    "kyuushu",
+    "kyuushukyuuhai",
+    "kyuushu_kyuuhai",
+    "kyushu_kyuhai",
+}
 
 # Action indices (docs/mahjong_encoding.md "Action space").
 RIICHI, CHI, PON, DAIMINKAN, ANKAN, KAKAN = 37, 74, 80, 82, 83, 117
@@ -498,6 +505,13 @@ class Replayer:
         if eng["type"] != t:
             if eng["type"] == "end_kyoku" and t in ("start_kyoku", "end_game"):
                 return False
+            if t == "end_game" and eng["type"] == "start_kyoku":
+                nxt = f"{eng.get('bakaze')}{eng.get('kyoku')}, honba {eng.get('honba')}"
+                raise ReplayError(
+                    no,
+                    f"the log ends the game, but under these rules it goes on ({nxt} next): "
+                    "a log of a few hands, or rules other than the log's (e.g. east_only)",
+                )
             raise ReplayError(no, f"the log has {t} but the engine produced {json.dumps(eng)}")
         keys = {
             "tsumo": ("actor", "pai"),
@@ -511,7 +525,14 @@ class Replayer:
             "ankan": ("actor", "consumed"),
             "dora": ("dora_marker",),
             "start_kyoku": (
-                "bakaze", "kyoku", "honba", "kyotaku", "oya", "scores", "tehais", "dora_marker",
+                "bakaze",
+                "kyoku",
+                "honba",
+                "kyotaku",
+                "oya",
+                "scores",
+                "tehais",
+                "dora_marker",
             ),  # fmt: skip
             "hora": ("actor", "target", "pai", "deltas", "scores"),
             "ryukyoku": ("deltas", "scores"),

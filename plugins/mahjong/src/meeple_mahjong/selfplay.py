@@ -3,6 +3,11 @@
 Each game i is a pure function of (seed, i, rules) and the policy seed i; logs go to
 DIR/game_00000.mjson[.gz] and a summary to DIR/summary.json. With --verify every win is
 re-scored by the `mahjong` package and compared with the score change the engine applied.
+
+Policies: `greedy` and `random` (the engine's built-in playouts), or the native bots
+(docs/mahjong_bots.md): `--policy rule` seats four rule bots, `--bots rule,rule,random,rule`
+names one bot per seat. Bot games carry the bot names as the players' names in `start_game`,
+so a corpus built from them (meeple_mahjong.corpus) clones those bots.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ def _args(argv):
     p.add_argument("--games", type=int, required=True, help="number of games")
     p.add_argument("--seed", type=int, default=0, help="session seed (walls derive from it)")
     p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--policy", choices=("greedy", "random"), default="greedy",
-                   help="greedy: wins, riichi, shanten-lowering discards; random: uniform legal")  # fmt: skip
+    p.add_argument("--policy", choices=("greedy", "random", *_mj.bot_names()), default="greedy",
+                   help="greedy: wins, riichi, shanten-lowering discards; random: uniform legal; "
+                        "a bot name: that native bot in all four seats")  # fmt: skip
+    p.add_argument("--bots", default=None,
+                   help="one native bot per seat, comma-separated (e.g. rule,rule,random,rule); "
+                        f"accepted names: {', '.join(_mj.bot_names())}")  # fmt: skip
     p.add_argument(
         "--call-prob", type=float, default=0.3, help="greedy policy: chance of taking a call"
     )
@@ -44,7 +53,25 @@ def _args(argv):
         p.error(f"--games must be >= 1, got {a.games}")
     if not 0.0 <= a.call_prob <= 1.0:
         p.error(f"--call-prob must be in [0, 1], got {a.call_prob}")
+    a.seat_bots = None
+    if a.bots is not None:
+        a.seat_bots = [b.strip() for b in a.bots.split(",")]
+        bad = [b for b in a.seat_bots if b not in _mj.bot_names()]
+        if len(a.seat_bots) != 4 or bad:
+            p.error(
+                f"--bots needs 4 comma-separated bot names, got {a.bots!r}; "
+                f"accepted: {', '.join(_mj.bot_names())}"
+            )
+    elif a.policy in _mj.bot_names():
+        a.seat_bots = [a.policy] * 4
     return a
+
+
+def _named(events: list[str], names: list[str]) -> list[str]:
+    """The stream with the players' names in start_game."""
+    first = json.loads(events[0])
+    first["names"] = names
+    return [json.dumps(first, separators=(",", ":")), *events[1:]]
 
 
 def main(argv=None) -> int:
@@ -62,7 +89,9 @@ def main(argv=None) -> int:
         task = bar.add_task("self-play", total=a.games)
         for i in range(a.games):
             g.reset(a.seed, i)
-            if a.policy == "greedy":
+            if a.seat_bots is not None:
+                stats["decisions"] += sum(_mj.play_bots(g, a.seat_bots, i)["decisions"])
+            elif a.policy == "greedy":
                 stats["decisions"] += g.greedy_playout(i, a.call_prob)
             else:
                 stats["decisions"] += g.random_playout(i)
@@ -80,13 +109,14 @@ def main(argv=None) -> int:
             for rank, seat in enumerate(order):
                 ranks[seat][rank] += 1
             name = f"game_{i:05d}.mjson" + (".gz" if a.gzip else "")
-            write_log(a.out / name, g.events())
+            events = g.events()
+            write_log(a.out / name, events if a.seat_bots is None else _named(events, a.seat_bots))
             bar.advance(task)
     seconds = time.perf_counter() - t0
     summary = {
         "games": a.games,
         "seed": a.seed,
-        "policy": a.policy,
+        "policy": a.policy if a.seat_bots is None else ",".join(a.seat_bots),
         "rules": rules,
         "hands": stats["hands"],
         "wins": stats["wins"],
