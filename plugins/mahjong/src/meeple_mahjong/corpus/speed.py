@@ -5,7 +5,7 @@
   logs directly would do;
 - ``shards``: built shards -> batches: ``ShardDataset`` (decompress, shuffle buffer, suit
   permutation, decode to float32) in the calling process.
-The logs are self-play games written first (not timed); rates use process CPU time with torch
+The logs are rule-bot self-play games written first (not timed); rates use process CPU time with torch
 at one thread, so they are per core and little disturbed by other jobs on the machine.
 """
 
@@ -50,7 +50,7 @@ def _raw_batches(logs: list[Path], batch_size: int) -> int:
     return n
 
 
-def corpus_rates(games: int = 20, seed: int = 0, policy: str = "greedy", batch_size: int = 1024,
+def corpus_rates(games: int = 20, seed: int = 0, policy: str = "rule", batch_size: int = 1024,
                  epochs: int = 3) -> dict[str, Any]:  # fmt: skip
     from ..selfplay import main as selfplay_main
 
