@@ -112,3 +112,20 @@ def test_sources_weights_and_errors(fake_logs, tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         manifest.scan([str(tmp_path / "missing")], m, progress=False)
     assert manifest.summary(m)["games"] == 10  # the failed scan left the old manifest whole
+
+
+def test_cli_scan_build_info(selfplay_logs, tmp_path, capsys):
+    from meeple_mahjong.corpus.__main__ import main
+
+    m, out = tmp_path / "m.sqlite", tmp_path / "shards"
+    assert main(["scan", str(selfplay_logs), "--manifest", str(m), "--min-games", "2",
+                 "--max-avg-rank", "off", "--max-deal-in-rate", "off", "--min-win-rate", "off"]) == 0  # fmt: skip
+    assert manifest.summary(m)["filters"]["min_games"] == 2
+    assert main(["build", "--manifest", str(m), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "train games 3" in printed and "players_kept" in printed
+    assert "kept: " in printed  # every player of 3 games passes min_games 2
+    assert main(["info", str(tmp_path / "nothing")]) == 2
+    assert "error: no corpus manifest" in capsys.readouterr().err

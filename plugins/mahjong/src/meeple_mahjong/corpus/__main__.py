@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("info", help="what a built corpus (or a manifest) holds")
     s.add_argument("path", type=Path, help="a shards folder (index.json) or a manifest file")
     s.add_argument("--problems", type=int, default=10, help="problems to list")
+    s.add_argument("--players", type=int, default=10, help="kept players to list")
     return p
 
 
@@ -93,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"(manifest {m} not found)")
                     return 0
             _print_summary(manifest.summary(m))
+            for name, games, rank, deal_in, win in manifest.kept_players(m, limit=a.players):
+                print(f"kept: {name} ({games} training games, average rank {rank:.2f}, "
+                      f"deal-in {deal_in if deal_in is None else round(deal_in, 3)}, "
+                      f"win {win if win is None else round(win, 3)})")  # fmt: skip
             for line in manifest.problems(m, limit=a.problems):
                 print(f"problem: {line}")
     except (FileNotFoundError, FileExistsError, ValueError) as e:

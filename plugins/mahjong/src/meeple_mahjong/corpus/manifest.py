@@ -125,7 +125,9 @@ class Source:
 
 def is_log(path: Path) -> bool:
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    return name.endswith(LOG_SUFFIXES) and name != "summary.json" and path.is_file()
+    # selfplay's summary.json and legal_dump's STEM.legal.json sit beside logs and are not logs
+    skip = name == "summary.json" or name.endswith(".legal.json")
+    return name.endswith(LOG_SUFFIXES) and not skip and path.is_file()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -176,8 +178,9 @@ def scan(
     seen: set[Path] = set()
     for i, s in enumerate(srcs):
         for f in s.files():
-            if f.resolve() not in seen:  # a file named by two sources belongs to the first
-                seen.add(f.resolve())
+            f = f.resolve()  # absolute: the build may run from another folder
+            if f not in seen:  # a file named by two sources belongs to the first
+                seen.add(f)
                 files.append((i, f))
     try:
         con = _connect(tmp)
@@ -316,6 +319,16 @@ def summary(manifest_path: str | Path) -> dict:
             out[f"{split}_games"] = g
             out[f"{split}_samples_kept"] = kept
         return out
+    finally:
+        con.close()
+
+
+def kept_players(manifest_path: str | Path, limit: int | None = None) -> list[tuple]:
+    """(name, training games, average rank, deal-in rate, win rate) of kept players, most games first."""
+    con = open_manifest(manifest_path)
+    try:
+        q = "SELECT name, games, avg_rank, deal_in_rate, win_rate FROM players WHERE kept = 1 ORDER BY games DESC, name"
+        return con.execute(q + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
     finally:
         con.close()
 
