@@ -183,7 +183,9 @@ def test_lightning_resume_mid_epoch_is_exact(tmp_path):
 
         def training_step(self, batch, i):
             self.seen.append(batch["action"].clone())
-            return torch.nn.functional.cross_entropy(self.lin(batch["observation"].flatten(1)), batch["action"])
+            return torch.nn.functional.cross_entropy(
+                self.lin(batch["observation"].flatten(1)), batch["action"]
+            )
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)

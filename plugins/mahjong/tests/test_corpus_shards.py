@@ -20,7 +20,9 @@ def test_round_trip_equals_samples(tiny_corpus, selfplay_logs):
     games = [g for f in sorted(selfplay_logs.glob("*.mjson")) for g in log_games(f)]
     assert all(isinstance(g, GameSamples) for g in games)
     index = shards.read_index(out)
-    assert index["samples"]["train"] + index["samples"]["val"] == sum(len(g.samples["action"]) for g in games)
+    assert index["samples"]["train"] + index["samples"]["val"] == sum(
+        len(g.samples["action"]) for g in games
+    )
     assert all(s["samples"] == 500 for s in index["shards"]["train"][:-1])
     ids = [e.id for es in manifest.games_by_file(m).values() for e in es]
     rows = codec.concat([_all_rows(out, "train"), _all_rows(out, "val")])  # chronological order
@@ -95,7 +97,9 @@ def test_build_is_reused_atomic_and_checked(tiny_corpus, tmp_path):
     with pytest.raises(FileExistsError, match="another manifest"):
         shards.build(m2, fresh, shard_size=10**6, progress=False)
     rebuilt = shards.build(m2, fresh, shard_size=10**6, overwrite=True, progress=False)
-    assert rebuilt["samples"]["val"] == 0 and rebuilt["samples"]["train"] == sum(first["samples"].values())
+    assert rebuilt["samples"]["val"] == 0 and rebuilt["samples"]["train"] == sum(
+        first["samples"].values()
+    )
     assert len(list((fresh / "val").glob("*.mjs"))) == 0  # the old validation shard is gone
 
 

@@ -41,15 +41,26 @@ def candidates(c: dict[str, np.ndarray]):
 
     out = {}
     b32 = zlib.compress(obs.tobytes(), 1)
-    out["float32-zlib1"] = (len(b32), with_mask(lambda: load("obs", b32, np.float32, (84, 34)).copy()), 0.0)
+    out["float32-zlib1"] = (
+        len(b32),
+        with_mask(lambda: load("obs", b32, np.float32, (84, 34)).copy()),
+        0.0,
+    )
     h = obs.astype(np.float16)
     b16 = zlib.compress(h.tobytes(), 1)
     err = float(np.abs(h.astype(np.float32) - obs).max())
-    out["float16-zlib1"] = (len(b16), with_mask(lambda: load("obs", b16, np.float16, (84, 34)).astype(np.float32)), err)
+    out["float16-zlib1"] = (
+        len(b16),
+        with_mask(lambda: load("obs", b16, np.float16, (84, 34)).astype(np.float32)),
+        err,
+    )
     grid = np.setdiff1d(np.arange(84), codec.SCALAR_PLANES)
     all_codes = np.rint(obs[:, grid] * codec.CODE_SCALE).astype(np.uint8)  # 66 planes as codes
     for level in (1, 6):
-        bc, bs = zlib.compress(all_codes.tobytes(), level), zlib.compress(c["scalars"].tobytes(), level)
+        bc, bs = (
+            zlib.compress(all_codes.tobytes(), level),
+            zlib.compress(c["scalars"].tobytes(), level),
+        )
 
         def decode(bc=bc, bs=bs):
             codes = load("codes", bc, np.uint8, (66, 34))

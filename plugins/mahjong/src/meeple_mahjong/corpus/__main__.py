@@ -1,8 +1,8 @@
 """python -m meeple_mahjong.corpus {scan,select,build,info}: MJAI logs -> manifest -> shards.
 
-    python -m meeple_mahjong.corpus scan logs/tenhou logs/selfplay@0.5 --manifest corpus/manifest.sqlite
-    python -m meeple_mahjong.corpus build --manifest corpus/manifest.sqlite --out corpus/shards
-    python -m meeple_mahjong.corpus info corpus/shards
+python -m meeple_mahjong.corpus scan logs/tenhou logs/selfplay@0.5 --manifest corpus/manifest.sqlite
+python -m meeple_mahjong.corpus build --manifest corpus/manifest.sqlite --out corpus/shards
+python -m meeple_mahjong.corpus info corpus/shards
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def _bound(text: str) -> float | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m meeple_mahjong.corpus", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m meeple_mahjong.corpus", description=__doc__.splitlines()[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def split_args(s):
@@ -37,12 +39,16 @@ def _parser() -> argparse.ArgumentParser:
         d = manifest.PlayerFilter()
         s.add_argument("--min-games", type=_bound, default=d.min_games, help="'off' disables")
         s.add_argument("--max-avg-rank", type=_bound, default=d.max_avg_rank, help="1 = first")
-        s.add_argument("--max-deal-in-rate", type=_bound, default=d.max_deal_in_rate, help="per hand")
+        s.add_argument(
+            "--max-deal-in-rate", type=_bound, default=d.max_deal_in_rate, help="per hand"
+        )
         s.add_argument("--min-win-rate", type=_bound, default=d.min_win_rate, help="per hand")
         s.add_argument("--no-filters", action="store_true", help="keep every seat's decisions")
 
     s = sub.add_parser("scan", help="read logs into a manifest (games, players, problems)")
-    s.add_argument("sources", nargs="+", help="log files, folders or globs, each optionally PATH@WEIGHT")
+    s.add_argument(
+        "sources", nargs="+", help="log files, folders or globs, each optionally PATH@WEIGHT"
+    )
     s.add_argument("--manifest", type=Path, required=True)
     split_args(s)
     s = sub.add_parser("select", help="redo the hold-out and the player filters of a manifest")
@@ -52,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--manifest", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--shard-size", type=int, default=16384, help="samples per shard")
-    s.add_argument("--overwrite", action="store_true", help="replace shards built from another manifest")
+    s.add_argument(
+        "--overwrite", action="store_true", help="replace shards built from another manifest"
+    )
     s = sub.add_parser("info", help="what a built corpus (or a manifest) holds")
     s.add_argument("path", type=Path, help="a shards folder (index.json) or a manifest file")
     s.add_argument("--problems", type=int, default=10, help="problems to list")
@@ -69,12 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
         if a.command == "scan":
-            _print_summary(manifest.scan(a.sources, a.manifest, val_fraction=a.val_fraction, filters=_filters(a)))
+            _print_summary(
+                manifest.scan(
+                    a.sources, a.manifest, val_fraction=a.val_fraction, filters=_filters(a)
+                )
+            )
             probs = manifest.problems(a.manifest, limit=10)
             for line in probs:
                 print(f"problem: {line}")
         elif a.command == "select":
-            _print_summary(manifest.select(a.manifest, val_fraction=a.val_fraction, filters=_filters(a)))
+            _print_summary(
+                manifest.select(a.manifest, val_fraction=a.val_fraction, filters=_filters(a))
+            )
         elif a.command == "build":
             index = shards.build(a.manifest, a.out, shard_size=a.shard_size, overwrite=a.overwrite)
             for split in shards.SPLITS:

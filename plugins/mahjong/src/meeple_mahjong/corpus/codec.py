@@ -63,7 +63,9 @@ class CorruptShardError(ValueError):
     """A shard file that cannot be read back as written."""
 
 
-def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -> dict[str, np.ndarray]:
+def pack(
+    samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray
+) -> dict[str, np.ndarray]:
     """Samples (``samples.SAMPLE_FIELDS`` arrays, N rows) -> compact fields (lossless, checked)."""
     obs = np.ascontiguousarray(samples["obs"], dtype=np.float32)
     n = len(obs)
@@ -72,7 +74,9 @@ def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -
     scal = obs[:, SCALAR_PLANES, :]
     if not (scal == scal[:, :, :1]).all():
         bad = int(SCALAR_PLANES[np.nonzero((scal != scal[:, :, :1]).any((0, 2)))[0][0]])
-        raise ValueError(f"plane {bad} is not constant over its 34 columns; the codec expects a scalar")
+        raise ValueError(
+            f"plane {bad} is not constant over its 34 columns; the codec expects a scalar"
+        )
     binary = obs[:, BINARY_PLANES, :]
     if not ((binary == 0) | (binary == 1)).all():
         p = int(BINARY_PLANES[np.nonzero(((binary != 0) & (binary != 1)).any((0, 2)))[0][0]])
@@ -80,11 +84,15 @@ def pack(samples: dict[str, np.ndarray], game: np.ndarray, weight: np.ndarray) -
     grid = obs[:, FRACTION_PLANES, :]
     scaled = np.rint(grid * CODE_SCALE)
     if scaled.min(initial=0) < 0 or scaled.max(initial=0) > 255:
-        raise ValueError("a fraction plane holds a value outside 0..255/24; the codec cannot store it")
+        raise ValueError(
+            "a fraction plane holds a value outside 0..255/24; the codec cannot store it"
+        )
     codes = scaled.astype(np.uint8)
     if not np.array_equal(CODE_VALUES[codes], grid):
         p = int(FRACTION_PLANES[np.nonzero((CODE_VALUES[codes] != grid).any((0, 2)))[0][0]])
-        raise ValueError(f"plane {p} holds a value that is not a multiple of 1/24; the codec is lossy there")
+        raise ValueError(
+            f"plane {p} holds a value that is not a multiple of 1/24; the codec is lossy there"
+        )
     return {
         "bits": np.packbits(binary.astype(np.uint8).reshape(n, -1), axis=1),
         "codes": codes,
@@ -120,10 +128,14 @@ BINARY_RUNS, FRACTION_RUNS = _runs(BINARY_PLANES), _runs(FRACTION_PLANES)
 
 def unpack_bits(bits: np.ndarray) -> np.ndarray:
     """Packed binary planes (N, 187) -> uint8 0/1 (N, 44, 34)."""
-    return np.unpackbits(bits, axis=1, count=len(BINARY_PLANES) * WIDTH).reshape(len(bits), -1, WIDTH)
+    return np.unpackbits(bits, axis=1, count=len(BINARY_PLANES) * WIDTH).reshape(
+        len(bits), -1, WIDTH
+    )
 
 
-def unpack_obs(binary: np.ndarray, codes: np.ndarray, scalars: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def unpack_obs(
+    binary: np.ndarray, codes: np.ndarray, scalars: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """Compact planes -> float32 (N, 84, 34), bit-exact to the encoder's output. ``binary``:
     (N, 44, 34) 0/1 (``unpack_bits``) or the packed (N, 187) bytes.
 
@@ -138,7 +150,9 @@ def unpack_obs(binary: np.ndarray, codes: np.ndarray, scalars: np.ndarray, out: 
     for start, end, row in BINARY_RUNS:
         out[:, start:end] = binary[:, row : row + end - start]
     for start, end, row in FRACTION_RUNS:
-        np.divide(codes[:, row : row + end - start], CODE_SCALE, out=out[:, start:end], dtype=np.float32)
+        np.divide(
+            codes[:, row : row + end - start], CODE_SCALE, out=out[:, start:end], dtype=np.float32
+        )
     for k, p in enumerate(SCALAR_PLANES):
         out[:, p, :] = scalars[:, k : k + 1]
     return out
@@ -218,9 +232,13 @@ def read_shard(path: str | Path) -> dict[str, np.ndarray]:
         try:
             raw = zlib.decompress(blob)
         except zlib.error as e:
-            raise CorruptShardError(f"shard {path}: field {name!r} does not decompress ({e})") from None
+            raise CorruptShardError(
+                f"shard {path}: field {name!r} does not decompress ({e})"
+            ) from None
         a = np.frombuffer(raw, dtype=dtype)
         if a.size != n * int(np.prod(shape, dtype=np.int64)):
-            raise CorruptShardError(f"shard {path}: field {name!r} has {a.size} values, expected {n} rows")
+            raise CorruptShardError(
+                f"shard {path}: field {name!r} has {a.size} values, expected {n} rows"
+            )
         out[name] = a.reshape((n, *shape))
     return out

@@ -79,7 +79,9 @@ def prepare_corpus(
         if _shards.is_built(out):
             return out
     elif corpus_dir.exists() and any(corpus_dir.iterdir()):
-        raise ValueError(f"{corpus_dir} is not empty and has no {REQUEST_FILE}; it is not a corpus folder this can reuse")
+        raise ValueError(
+            f"{corpus_dir} is not empty and has no {REQUEST_FILE}; it is not a corpus folder this can reuse"
+        )
     write_json_atomic(req_path, request)
     logs = corpus_dir / "logs"
     sp = request["selfplay"]

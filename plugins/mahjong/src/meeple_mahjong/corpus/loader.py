@@ -36,7 +36,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ..augment import SUIT_PERMUTATIONS, action_permutation, kind_permutation
 from . import codec
 
-DEFAULT_RANK_POINTS = (0.90, 0.45, 0.0, -1.35)  # value target by final rank: (90, 45, 0, -135) / 100
+# value target by final rank: (90, 45, 0, -135) / 100
+DEFAULT_RANK_POINTS = (0.90, 0.45, 0.0, -1.35)
 MAX_ROLES = 1024
 
 # action index -> category (docs/mahjong_encoding.md action table)
@@ -216,7 +217,10 @@ class CorpusLoader(DataLoader):
     def role_batches(self) -> list[int]:
         rank, world = self._rank_world()
         ds: ShardDataset = self.dataset  # type: ignore[assignment]
-        return [ds.batches_of_slice(rank * self.roles + r, world * self.roles) for r in range(self.roles)]
+        return [
+            ds.batches_of_slice(rank * self.roles + r, world * self.roles)
+            for r in range(self.roles)
+        ]
 
     def __len__(self) -> int:
         return sum(self.role_batches())
@@ -258,10 +262,18 @@ class CorpusLoader(DataLoader):
 
     def load_state_dict(self, state: dict) -> None:
         ds: ShardDataset = self.dataset  # type: ignore[assignment]
-        if len(state["consumed"]) != self.roles or state["shards"] != len(ds.shards) or state["seed"] != ds.seed:
+        if (
+            len(state["consumed"]) != self.roles
+            or state["shards"] != len(ds.shards)
+            or state["seed"] != ds.seed
+        ):
             raise ValueError(
                 f"corpus loader state is for {len(state['consumed'])} worker(s), {state['shards']} shards, "
                 f"seed {state['seed']}; this loader has {self.roles}, {len(ds.shards)}, {ds.seed}: resume "
                 "needs the same corpus, seed and number of workers"
             )
-        self.epoch, self.consumed, self.last_role = state["epoch"], list(state["consumed"]), state["last_role"]
+        self.epoch, self.consumed, self.last_role = (
+            state["epoch"],
+            list(state["consumed"]),
+            state["last_role"],
+        )

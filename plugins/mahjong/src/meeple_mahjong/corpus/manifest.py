@@ -77,7 +77,9 @@ class PlayerFilter:
             )
         return cls(**d)
 
-    def passes(self, games: int, avg_rank: float | None, deal_in: float | None, win: float | None) -> bool:
+    def passes(
+        self, games: int, avg_rank: float | None, deal_in: float | None, win: float | None
+    ) -> bool:
         if self.min_games is not None and games < self.min_games:
             return False
         checks = ((self.max_avg_rank, avg_rank, 1), (self.max_deal_in_rate, deal_in, 1),
@@ -190,7 +192,8 @@ def scan(
             [("schema_version", str(SCHEMA_VERSION)), ("rules", json.dumps(rules or {}))],
         )
         con.executemany(
-            "INSERT INTO sources VALUES (?, ?, ?)", [(i, s.spec, s.weight) for i, s in enumerate(srcs)]
+            "INSERT INTO sources VALUES (?, ?, ?)",
+            [(i, s.spec, s.weight) for i, s in enumerate(srcs)],
         )
         with _bar(progress, "scan", len(files)) as advance:
             for src, f in files:
@@ -238,7 +241,10 @@ def _insert_game(con: sqlite3.Connection, fid: int, g) -> None:
 
 
 def select(
-    manifest_path: str | Path, *, val_fraction: float = 0.1, filters: PlayerFilter | dict | None = PlayerFilter()
+    manifest_path: str | Path,
+    *,
+    val_fraction: float = 0.1,
+    filters: PlayerFilter | dict | None = PlayerFilter(),
 ) -> dict:
     """Redo the hold-out and the player filter of an existing manifest (atomically)."""
     manifest_path = Path(manifest_path)
@@ -396,5 +402,3 @@ class _bar:
     def __exit__(self, *exc) -> None:
         if self.enabled:
             self.p.stop()
-
-

@@ -50,10 +50,14 @@ def read_index(out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     p = out_dir / INDEX_NAME
     if not p.is_file():
-        raise FileNotFoundError(f"{out_dir} holds no built corpus ({INDEX_NAME} missing; run `build`)")
+        raise FileNotFoundError(
+            f"{out_dir} holds no built corpus ({INDEX_NAME} missing; run `build`)"
+        )
     index = json.loads(p.read_text())
     if index.get("version") != INDEX_VERSION:
-        raise ValueError(f"{p}: index version {index.get('version')}, this code reads {INDEX_VERSION}; rebuild")
+        raise ValueError(
+            f"{p}: index version {index.get('version')}, this code reads {INDEX_VERSION}; rebuild"
+        )
     return index
 
 
@@ -144,13 +148,15 @@ def build(
                 flush(e.split, final=False)
             if wanted:
                 missing = sorted(wanted)
-                raise ValueError(f"{path}: game(s) {missing} were scanned but are no longer in the log (rescan it)")
+                raise ValueError(
+                    f"{path}: game(s) {missing} were scanned but are no longer in the log (rescan it)"
+                )
             advance()
     for split in SPLITS:
         flush(split, final=True)
     index = {
         "version": INDEX_VERSION,
-        "format": "MJSHARD1 zlib-%d; codes/24 + float32 scalars (lossless)" % codec.ZLIB_LEVEL,
+        "format": f"MJSHARD1 zlib-{codec.ZLIB_LEVEL}; bits + codes/24 + float32 scalars (lossless)",
         "manifest": str(Path(manifest_path).resolve()),
         "manifest_fingerprint": fingerprint,
         "shard_size": shard_size,

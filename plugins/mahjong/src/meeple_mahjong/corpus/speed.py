@@ -60,7 +60,8 @@ def corpus_rates(games: int = 20, seed: int = 0, policy: str = "rule", batch_siz
         with tempfile.TemporaryDirectory(prefix="meeple-corpus-bench-") as tmp:
             logs = Path(tmp) / "logs"
             with contextlib.redirect_stdout(io.StringIO()):
-                selfplay_main(["--games", str(games), "--seed", str(seed), "--out", str(logs), "--policy", policy])
+                args = ["--games", games, "--seed", seed, "--out", logs, "--policy", policy]
+                selfplay_main([str(x) for x in args])
             files = sorted(logs.glob("*.mjson"))
             c0 = time.process_time()
             raw = _raw_batches(files, batch_size)
@@ -68,7 +69,9 @@ def corpus_rates(games: int = 20, seed: int = 0, policy: str = "rule", batch_siz
             m = Path(tmp) / "manifest.sqlite"
             manifest.scan([str(logs)], m, val_fraction=0.0, filters=None, progress=False)
             index = shards.build(m, Path(tmp) / "shards", progress=False)
-            ds = ShardDataset(shards.shard_paths(Path(tmp) / "shards", "train"), batch_size=batch_size)
+            ds = ShardDataset(
+                shards.shard_paths(Path(tmp) / "shards", "train"), batch_size=batch_size
+            )
             c0 = time.process_time()
             got = sum(len(b["action"]) for e in range(epochs) for b in ds.iter_role(e, 0, 0, 1))
             shard_cpu = time.process_time() - c0
