@@ -213,3 +213,22 @@ def test_lightning_resume_mid_epoch_is_exact(tmp_path):
     assert len(head[:5] + tail) == len(full)
     assert all(torch.equal(a, b) for a, b in zip(head[:5] + tail, full))
     assert dm.frames == 2 * dm.train_set.samples
+
+
+def test_ranks_read_disjoint_slices_and_take_equal_steps(tiny_corpus, monkeypatch):
+    """Under DDP (here 2 ranks simulated) every rank takes the same number of steps, on
+    disjoint data."""
+    _, out = tiny_corpus
+    ds = _dataset(out, augment=False, batch_size=50)
+    seen, lengths = [], []
+    for rank in range(2):
+        loader = CorpusLoader(ds)
+        monkeypatch.setattr(loader, "_rank_world", lambda rank=rank: (rank, 2))
+        sizes = [sum(loader.role_batches(r)) for r in range(2)]
+        batches = list(loader)
+        lengths.append(len(batches))
+        assert len(batches) == len(loader) == min(sizes)
+        seen.append(Counter(k for b in batches for k in _row_keys(b)))
+    assert lengths[0] == lengths[1]
+    assert not set(seen[0]) & set(seen[1])
+    assert sum(seen, Counter()) <= _shard_keys(out)

@@ -214,8 +214,10 @@ class CorpusLoader(DataLoader):
             return torch.distributed.get_rank(), torch.distributed.get_world_size()
         return 0, 1
 
-    def role_batches(self) -> list[int]:
-        rank, world = self._rank_world()
+    def role_batches(self, rank: int | None = None) -> list[int]:
+        """Batches per epoch of each role (worker) of ``rank`` (default: this process's)."""
+        this_rank, world = self._rank_world()
+        rank = this_rank if rank is None else rank
         ds: ShardDataset = self.dataset  # type: ignore[assignment]
         return [
             ds.batches_of_slice(rank * self.roles + r, world * self.roles)
@@ -223,10 +225,14 @@ class CorpusLoader(DataLoader):
         ]
 
     def __len__(self) -> int:
-        return sum(self.role_batches())
+        # Under DDP every rank must take the same number of steps: the epoch ends, on every
+        # rank, after the smallest rank's count (a few batches of the larger slices wait for
+        # a later epoch's shard order). One process: every batch.
+        _, world = self._rank_world()
+        return min(sum(self.role_batches(r)) for r in range(world))
 
     def _epoch_done(self) -> bool:
-        return self.consumed == self.role_batches()
+        return sum(self.consumed) >= len(self)
 
     def __iter__(self):
         if self._epoch_done():
@@ -236,7 +242,11 @@ class CorpusLoader(DataLoader):
         plan = self.dataset.plan  # type: ignore[attr-defined]
         plan[:5] = torch.tensor([self.epoch, offset, rank, world, self.roles])
         plan[5 : 5 + self.roles] = torch.tensor(self.consumed)
+        left = len(self) - sum(self.consumed)
         for batch in super().__iter__():
+            if left <= 0:
+                break
+            left -= 1
             if self.track:
                 self.advance(batch)
             yield batch
