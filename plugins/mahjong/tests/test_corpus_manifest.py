@@ -129,3 +129,13 @@ def test_cli_scan_build_info(selfplay_logs, tmp_path, capsys):
     assert "kept: " in printed  # every player of 3 games passes min_games 2
     assert main(["info", str(tmp_path / "nothing")]) == 2
     assert "error: no corpus manifest" in capsys.readouterr().err
+
+
+def test_truncated_log_keeps_complete_hands_and_one_problem(selfplay_logs, tmp_path):
+    lines = (selfplay_logs / "game_00000.mjson").read_text().splitlines()
+    cut = tmp_path / "cut.mjson"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    m = tmp_path / "m.sqlite"
+    s = manifest.scan([str(cut)], m, val_fraction=0.0, filters=None, progress=False)
+    assert (s["games"], s["incomplete_games"], s["problems"]) == (1, 1, 1)
+    assert 0 < s["samples"] and manifest.problems(m)[0].startswith(f"{cut}:")

@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         "sources", nargs="+", help="log files, folders or globs, each optionally PATH@WEIGHT"
     )
     s.add_argument("--manifest", type=Path, required=True)
+    s.add_argument("--east-only", action="store_true", help="the logs' games are East-only")
+    s.add_argument("--no-red", action="store_true", help="the logs' games have no red fives")
     split_args(s)
     s = sub.add_parser("select", help="redo the hold-out and the player filters of a manifest")
     s.add_argument("--manifest", type=Path, required=True)
@@ -79,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.command == "scan":
             _print_summary(
                 manifest.scan(
-                    a.sources, a.manifest, val_fraction=a.val_fraction, filters=_filters(a)
+                    a.sources,
+                    a.manifest,
+                    val_fraction=a.val_fraction,
+                    filters=_filters(a),
+                    rules={"east_only": a.east_only, "red_fives": not a.no_red},
                 )
             )
             probs = manifest.problems(a.manifest, limit=10)

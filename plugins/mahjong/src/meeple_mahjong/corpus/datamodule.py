@@ -17,7 +17,10 @@ resumed from a checkpoint takes exactly the batches an uninterrupted run would h
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from . import shards as _shards
 from .loader import DEFAULT_RANK_POINTS, CorpusLoader, ShardDataset
 
 REQUEST_FILE = "corpus.json"
+log = logging.getLogger(__name__)
 
 
 def prepare_corpus(
@@ -89,12 +93,26 @@ def prepare_corpus(
     if not (summary.is_file() and json.loads(summary.read_text()).get("games") == sp["games"]):
         from ..selfplay import main as selfplay_main
 
-        rc = selfplay_main(["--games", str(sp["games"]), "--seed", str(sp["seed"]), "--out", str(logs),
-                            "--policy", sp["policy"], *sp["args"]])  # fmt: skip
+        args = [
+            "--games",
+            sp["games"],
+            "--seed",
+            sp["seed"],
+            "--out",
+            logs,
+            "--policy",
+            sp["policy"],
+        ]
+        with contextlib.redirect_stdout(io.StringIO()) as printed:  # its one-line JSON summary
+            rc = selfplay_main([str(a) for a in args + sp["args"]])
+        log.info("self-play corpus: %s", printed.getvalue().strip())
         if rc:
             raise RuntimeError(f"self-play into {logs} failed (exit status {rc})")
     m = corpus_dir / "manifest.sqlite"
-    _manifest.scan([str(logs)], m, val_fraction=val_fraction, filters=filters, progress=progress)
+    rules = json.loads(summary.read_text())["rules"]  # e.g. east_only from --east-only
+    _manifest.scan(
+        [str(logs)], m, val_fraction=val_fraction, filters=filters, rules=rules, progress=progress
+    )
     _shards.build(m, out, shard_size=shard_size, overwrite=True, progress=progress)
     return out
 
@@ -136,7 +154,7 @@ class CorpusDataModule(L.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Builds the corpus when asked and missing (Lightning runs this on one process per node)."""
-        prepare_corpus(self.corpus_dir, progress=False, **self.prepare_kw)
+        prepare_corpus(self.corpus_dir, progress=True, **self.prepare_kw)
 
     def setup(self, stage: str | None = None) -> None:
         self._open()

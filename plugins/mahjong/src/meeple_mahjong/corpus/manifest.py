@@ -202,10 +202,12 @@ def scan(
                     "INSERT INTO files (source, path, mtime, size) VALUES (?, ?, ?, ?)",
                     (src, str(f), st.st_mtime, st.st_size),
                 ).lastrowid
+                noted: set[str] = set()  # a truncated game's note repeats its LogProblem
                 for item in log_games(f, rules=rules):
                     if isinstance(item, GameSamples):
-                        _insert_game(con, fid, item)
+                        _insert_game(con, fid, item, noted)
                     else:
+                        noted.add(str(item))
                         con.execute("INSERT INTO problems VALUES (?, ?, ?)",
                                     (str(item.path), item.line, item.message))  # fmt: skip
                 advance()
@@ -221,7 +223,7 @@ def scan(
     return summary(manifest_path)
 
 
-def _insert_game(con: sqlite3.Connection, fid: int, g) -> None:
+def _insert_game(con: sqlite3.Connection, fid: int, g, noted: set[str]) -> None:
     gid = con.execute(
         "INSERT INTO games (file, game, line, names, complete, hands, samples) VALUES (?,?,?,?,?,?,?)",
         (fid, g.game, g.line, json.dumps(list(g.names)), int(g.complete), g.hands,
@@ -237,7 +239,8 @@ def _insert_game(con: sqlite3.Connection, fid: int, g) -> None:
           st["riichi"], st["calls"], per_seat[s]) for s, st in enumerate(g.seat_stats)],
     )  # fmt: skip
     for p in g.problems:
-        con.execute("INSERT INTO problems VALUES (?, ?, ?)", (g.source, None, str(p)))
+        if str(p) not in noted:
+            con.execute("INSERT INTO problems VALUES (?, ?, ?)", (g.source, None, str(p)))
 
 
 def select(
