@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,7 +54,7 @@ def fake_logs(tmp_path, monkeypatch):
     stats = {"A": (0, 10, 3, 1), "B": (1, 10, 3, 3), "C": (3, 10, 3, 1), "D": (2, 10, 1, 1)}
 
     def fake(path, *, rules=None):
-        if path.name == "broken.json":
+        if Path(path).name == "broken.json":
             yield LogProblem(str(path), 1, "not JSON")
             return
         yield _fake_game(path, 0, "ABCD", [stats[n] for n in "ABCD"])

@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         "sources", nargs="+", help="log files, folders or globs, each optionally PATH@WEIGHT"
     )
     s.add_argument("--manifest", type=Path, required=True)
+    s.add_argument("--jobs", type=int, default=1, help="processes replaying logs")
     s.add_argument("--east-only", action="store_true", help="the logs' games are East-only")
     s.add_argument("--no-red", action="store_true", help="the logs' games have no red fives")
     split_args(s)
@@ -60,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--manifest", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--shard-size", type=int, default=16384, help="samples per shard")
+    s.add_argument(
+        "--jobs", type=int, default=1, help="processes replaying logs and writing shards"
+    )
     s.add_argument(
         "--overwrite", action="store_true", help="replace shards built from another manifest"
     )
@@ -86,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                     val_fraction=a.val_fraction,
                     filters=_filters(a),
                     rules={"east_only": a.east_only, "red_fives": not a.no_red},
+                    jobs=a.jobs,
                 )
             )
             probs = manifest.problems(a.manifest, limit=10)
@@ -96,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 manifest.select(a.manifest, val_fraction=a.val_fraction, filters=_filters(a))
             )
         elif a.command == "build":
-            index = shards.build(a.manifest, a.out, shard_size=a.shard_size, overwrite=a.overwrite)
+            index = shards.build(
+                a.manifest, a.out, shard_size=a.shard_size, overwrite=a.overwrite, jobs=a.jobs
+            )
             for split in shards.SPLITS:
                 n, b = index["samples"][split], index["bytes"][split]
                 print(f"{split:5s} {len(index['shards'][split])} shards, {n} samples, "

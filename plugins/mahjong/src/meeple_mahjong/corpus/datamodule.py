@@ -44,6 +44,7 @@ def prepare_corpus(
     val_fraction: float = 0.1,
     filters: dict | None = None,
     shard_size: int = 16384,
+    jobs: int = 1,
     progress: bool = True,
 ) -> Path:
     """The built corpus in ``corpus_dir`` (its shards folder), made from self-play if asked.
@@ -111,9 +112,15 @@ def prepare_corpus(
     m = corpus_dir / "manifest.sqlite"
     rules = json.loads(summary.read_text())["rules"]  # e.g. east_only from --east-only
     _manifest.scan(
-        [str(logs)], m, val_fraction=val_fraction, filters=filters, rules=rules, progress=progress
+        [str(logs)],
+        m,
+        val_fraction=val_fraction,
+        filters=filters,
+        rules=rules,
+        jobs=jobs,
+        progress=progress,
     )
-    _shards.build(m, out, shard_size=shard_size, overwrite=True, progress=progress)
+    _shards.build(m, out, shard_size=shard_size, overwrite=True, jobs=jobs, progress=progress)
     return out
 
 
@@ -137,6 +144,7 @@ class CorpusDataModule(L.LightningDataModule):
         val_fraction: float = 0.1,
         filters: dict | None = None,
         shard_size: int = 16384,
+        build_jobs: int = 1,
     ) -> None:
         super().__init__()
         self.corpus_dir = Path(corpus_dir)
@@ -148,13 +156,14 @@ class CorpusDataModule(L.LightningDataModule):
                                augment=augment, seed=seed, rank_points=rank_points)  # fmt: skip
         self.prepare_kw = dict(selfplay=selfplay, val_fraction=val_fraction, filters=filters,
                                shard_size=shard_size)  # fmt: skip
+        self.build_jobs = build_jobs  # processes replaying logs for scan and build
         self._pending_state: dict | None = None
         self.frames = 0  # training samples taken by steps so far
         self._opened = False
 
     def prepare_data(self) -> None:
         """Builds the corpus when asked and missing (Lightning runs this on one process per node)."""
-        prepare_corpus(self.corpus_dir, progress=True, **self.prepare_kw)
+        prepare_corpus(self.corpus_dir, jobs=self.build_jobs, progress=True, **self.prepare_kw)
 
     def setup(self, stage: str | None = None) -> None:
         self._open()

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .parallel import ordered_map
+
 SCHEMA_VERSION = 1
 LOG_SUFFIXES = (".mjson", ".json", ".jsonl")
 
@@ -164,11 +166,11 @@ def scan(
     val_fraction: float = 0.1,
     filters: PlayerFilter | dict | None = PlayerFilter(),
     rules: dict | None = None,
+    jobs: int = 1,
     progress: bool = True,
 ) -> dict:
-    """Read every game of ``sources`` into a new manifest at ``manifest_path``; returns :func:`summary`."""
-    from .samples import GameSamples, log_games
-
+    """Read every game of ``sources`` into a new manifest at ``manifest_path`` (``jobs``
+    processes replay the logs); returns :func:`summary`."""
     srcs = [Source.parse(s) for s in sources]
     if not srcs:
         raise ValueError("scan needs at least one source (a log file, folder or glob)")
@@ -195,21 +197,17 @@ def scan(
             "INSERT INTO sources VALUES (?, ?, ?)",
             [(i, s.spec, s.weight) for i, s in enumerate(srcs)],
         )
+        tasks = [(str(f), rules) for _, f in files]
         with _bar(progress, "scan", len(files)) as advance:
-            for src, f in files:
+            for (src, f), (games, probs) in zip(files, ordered_map(_read_log, tasks, jobs)):
                 st = f.stat()
                 fid = con.execute(
                     "INSERT INTO files (source, path, mtime, size) VALUES (?, ?, ?, ?)",
                     (src, str(f), st.st_mtime, st.st_size),
                 ).lastrowid
-                noted: set[str] = set()  # a truncated game's note repeats its LogProblem
-                for item in log_games(f, rules=rules):
-                    if isinstance(item, GameSamples):
-                        _insert_game(con, fid, item, noted)
-                    else:
-                        noted.add(str(item))
-                        con.execute("INSERT INTO problems VALUES (?, ?, ?)",
-                                    (str(item.path), item.line, item.message))  # fmt: skip
+                con.executemany("INSERT INTO problems VALUES (?, ?, ?)", probs)
+                for g in games:
+                    _insert_game(con, fid, g)
                 advance()
         con.commit()
         if not isinstance(filters, PlayerFilter):
@@ -223,24 +221,40 @@ def scan(
     return summary(manifest_path)
 
 
-def _insert_game(con: sqlite3.Connection, fid: int, g, noted: set[str]) -> None:
+def _read_log(task: tuple[str, dict | None]) -> tuple[list[dict], list[tuple]]:
+    """One log's games (metadata and per-seat counts, no arrays) and problems; runs in a worker."""
+    from . import samples
+
+    path, rules = task
+    games, probs, noted = [], [], set()
+    for item in samples.log_games(path, rules=rules):
+        if isinstance(item, samples.GameSamples):
+            seats = item.samples["seat"].tolist()
+            games.append({
+                "game": item.game, "line": item.line, "names": list(item.names),
+                "complete": bool(item.complete), "hands": item.hands, "samples": len(seats),
+                "per_seat": [seats.count(s) for s in range(4)], "seat_stats": item.seat_stats,
+            })  # fmt: skip
+            # a truncated game's note repeats its LogProblem
+            probs += [(item.source, None, str(p)) for p in item.problems if str(p) not in noted]
+        else:
+            noted.add(str(item))
+            probs.append((str(item.path), item.line, item.message))
+    return games, probs
+
+
+def _insert_game(con: sqlite3.Connection, fid: int, g: dict) -> None:
     gid = con.execute(
         "INSERT INTO games (file, game, line, names, complete, hands, samples) VALUES (?,?,?,?,?,?,?)",
-        (fid, g.game, g.line, json.dumps(list(g.names)), int(g.complete), g.hands,
-         len(g.samples["action"])),
+        (fid, g["game"], g["line"], json.dumps(g["names"]), int(g["complete"]), g["hands"],
+         g["samples"]),
     ).lastrowid  # fmt: skip
-    per_seat = [0] * 4
-    for s in g.samples["seat"].tolist():
-        per_seat[s] += 1
     con.executemany(
         "INSERT INTO seats (game, seat, name, rank, score, hands, wins, deal_ins, riichi, calls, samples)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [(gid, s, str(st["name"]), st["rank"], st["score"], st["hands"], st["wins"], st["deal_ins"],
-          st["riichi"], st["calls"], per_seat[s]) for s, st in enumerate(g.seat_stats)],
+          st["riichi"], st["calls"], g["per_seat"][s]) for s, st in enumerate(g["seat_stats"])],
     )  # fmt: skip
-    for p in g.problems:
-        if str(p) not in noted:
-            con.execute("INSERT INTO problems VALUES (?, ?, ?)", (g.source, None, str(p)))
 
 
 def select(
@@ -361,28 +375,38 @@ class GameEntry:
     id: int
     file: str
     game: int
-    samples: int
+    samples: int  # all decisions of the game
     split: str
     weight: float
     kept_seats: tuple[int, ...]
+    kept: int  # decisions of the kept seats
 
 
-def games_by_file(manifest_path: str | Path) -> dict[str, list[GameEntry]]:
-    """Every game with a kept seat (or none), grouped by file in chronological order."""
+def games(manifest_path: str | Path) -> list[GameEntry]:
+    """Every game in chronological order (a file's games are consecutive in it)."""
     con = open_manifest(manifest_path)
     try:
         rows = con.execute(
             "SELECT g.id, f.path, g.game, g.samples, g.split, src.weight, "
-            "(SELECT GROUP_CONCAT(seat) FROM seats s WHERE s.game = g.id AND s.kept = 1) "
+            "(SELECT GROUP_CONCAT(seat) FROM seats s WHERE s.game = g.id AND s.kept = 1), "
+            "(SELECT COALESCE(SUM(samples), 0) FROM seats s WHERE s.game = g.id AND s.kept = 1) "
             "FROM games g JOIN files f ON g.file = f.id JOIN sources src ON f.source = src.id "
             "ORDER BY g.chrono"
         ).fetchall()
     finally:
         con.close()
+    out = []
+    for gid, path, game, n, split, w, seats, kept in rows:
+        seats_kept = tuple(sorted(int(s) for s in seats.split(","))) if seats else ()
+        out.append(GameEntry(gid, path, game, n, split, w, seats_kept, kept))
+    return out
+
+
+def games_by_file(manifest_path: str | Path) -> dict[str, list[GameEntry]]:
+    """:func:`games` grouped by file, files in chronological order."""
     out: dict[str, list[GameEntry]] = {}
-    for gid, path, game, n, split, w, seats in rows:
-        kept = tuple(sorted(int(s) for s in seats.split(","))) if seats else ()
-        out.setdefault(path, []).append(GameEntry(gid, path, game, n, split, w, kept))
+    for e in games(manifest_path):
+        out.setdefault(e.file, []).append(e)
     return out
 
 

@@ -23,7 +23,9 @@ import numpy as np
 from meeple.jsonio import write_json_atomic
 
 from . import codec
-from .manifest import _bar, games_by_file, open_manifest
+from .manifest import _bar, open_manifest
+from .manifest import games as _manifest_games
+from .parallel import ordered_map
 
 INDEX_VERSION = 1
 INDEX_NAME = "index.json"
@@ -74,12 +76,16 @@ def build(
     shard_size: int = 16384,
     rules: dict | None = None,
     overwrite: bool = False,
+    jobs: int = 1,
     progress: bool = True,
 ) -> dict:
     """Pack the kept samples; returns the index. An up-to-date corpus in ``out_dir`` is reused;
-    one built from a different manifest is an error unless ``overwrite``."""
-    from .samples import GameSamples, log_games
+    one built from a different manifest is an error unless ``overwrite``.
 
+    Shard k of a split holds its kept samples ``[k * shard_size, (k + 1) * shard_size)`` in
+    chronological order, so ``jobs`` processes can each write a run of shards and the shards
+    are the same whatever ``jobs`` is (a game cut by a shard boundary is replayed by both sides).
+    """
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
     out_dir = Path(out_dir)
@@ -103,57 +109,30 @@ def build(
     (rules_json,) = con.execute("SELECT value FROM meta WHERE key='rules'").fetchone()
     con.close()
     rules = rules if rules is not None else json.loads(rules_json)
-    by_file = games_by_file(manifest_path)
-    pending: dict[str, list[dict]] = {s: [] for s in SPLITS}
-    counts = {s: 0 for s in SPLITS}
-    shards: dict[str, list[dict]] = {s: [] for s in SPLITS}
-    games_in = {s: 0 for s in SPLITS}
+    entries = _manifest_games(manifest_path)
     t0 = time.perf_counter()
-
-    def flush(split: str, final: bool) -> None:
-        while counts[split] >= shard_size or (final and counts[split] > 0):
-            allf = codec.concat(pending[split])
-            take = min(shard_size, counts[split])
-            head = {k: v[:take] for k, v in allf.items()}
-            rest = {k: v[take:] for k, v in allf.items()}
-            name = f"{split}/shard_{len(shards[split]):05d}.mjs"
-            size = codec.write_shard(out_dir / name, head)
-            shards[split].append({"file": name, "samples": take, "bytes": size})
-            pending[split] = [rest] if len(rest["action"]) else []
-            counts[split] -= take
-
-    with _bar(progress, "build shards", len(by_file)) as advance:
-        for path, entries in by_file.items():
-            wanted = {e.game: e for e in entries}
-            for item in log_games(path, rules=rules):
-                if not isinstance(item, GameSamples) or item.game not in wanted:
-                    continue
-                e = wanted.pop(item.game)
-                n = len(item.samples["action"])
-                if n != e.samples:
-                    raise ValueError(
-                        f"{path} game {e.game}: {n} samples now, {e.samples} when scanned; the log "
-                        "changed since the scan (rescan it)"
-                    )
-                keep = np.isin(item.samples["seat"], e.kept_seats)
-                games_in[e.split] += 1
-                if not keep.any():
-                    continue
-                rows = {k: v[keep] for k, v in item.samples.items()}
-                m = int(keep.sum())
-                pending[e.split].append(
-                    codec.pack(rows, np.full(m, e.id, np.int32), np.full(m, e.weight, np.float32))
-                )
-                counts[e.split] += m
-                flush(e.split, final=False)
-            if wanted:
-                missing = sorted(wanted)
-                raise ValueError(
-                    f"{path}: game(s) {missing} were scanned but are no longer in the log (rescan it)"
-                )
-            advance()
+    tasks, totals = [], {}
     for split in SPLITS:
-        flush(split, final=True)
+        pieces, start = [], 0
+        for e in entries:
+            if e.split == split and e.kept > 0:
+                pieces.append((start, e))
+                start += e.kept
+        totals[split] = start
+        n_shards = -(-start // shard_size)
+        per_task = max(1, -(-n_shards // (4 * jobs)))
+        for k0 in range(0, n_shards, per_task):
+            k1 = min(k0 + per_task, n_shards)
+            lo, hi = k0 * shard_size, min(k1 * shard_size, start)
+            mine = [e for s, e in pieces if s < hi and s + e.kept > lo]
+            first = next(s for s, e in pieces if s + e.kept > lo)
+            tasks.append((split, k0, k1, shard_size, lo, hi, first, mine, str(out_dir), rules))
+    made: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    n_total = sum(-(-n // shard_size) for n in totals.values())
+    with _bar(progress, "build shards", n_total) as advance:
+        for split, metas in ordered_map(_write_shards, tasks, jobs):
+            made[split] += metas
+            advance(len(metas))
     index = {
         "version": INDEX_VERSION,
         "format": f"MJSHARD1 zlib-{codec.ZLIB_LEVEL}; bits + codes/24 + float32 scalars (lossless)",
@@ -161,14 +140,58 @@ def build(
         "manifest_fingerprint": fingerprint,
         "shard_size": shard_size,
         "rules": rules,
-        "games": games_in,
-        "samples": {s: sum(x["samples"] for x in shards[s]) for s in SPLITS},
-        "bytes": {s: sum(x["bytes"] for x in shards[s]) for s in SPLITS},
-        "shards": shards,
+        "games": {s: sum(1 for e in entries if e.split == s) for s in SPLITS},
+        "samples": {s: sum(x["samples"] for x in made[s]) for s in SPLITS},
+        "bytes": {s: sum(x["bytes"] for x in made[s]) for s in SPLITS},
+        "shards": made,
         "build_seconds": round(time.perf_counter() - t0, 3),
     }
+    if index["samples"] != totals:
+        raise RuntimeError(f"built {index['samples']} samples, the manifest keeps {totals}")
     write_json_atomic(out_dir / INDEX_NAME, index)
     return index
+
+
+def _write_shards(task) -> tuple[str, list[dict]]:
+    """Shards k0..k1-1 of a split: replay the games covering them, pack, write; in a worker."""
+    from . import samples
+
+    split, k0, k1, size, lo, hi, first, games, out_dir, rules = task
+    parts, pos = [], first  # pos: split offset of the next game's first kept sample
+    by_file: dict[str, dict[int, object]] = {}
+    for e in games:
+        by_file.setdefault(e.file, {})[e.game] = e
+    for path, wanted in by_file.items():
+        for item in samples.log_games(path, rules=rules):
+            if not isinstance(item, samples.GameSamples) or item.game not in wanted:
+                continue
+            e = wanted.pop(item.game)
+            n = len(item.samples["action"])
+            if n != e.samples:
+                raise ValueError(
+                    f"{path} game {e.game}: {n} samples now, {e.samples} when scanned; the log "
+                    "changed since the scan (rescan it)"
+                )
+            keep = np.flatnonzero(np.isin(item.samples["seat"], e.kept_seats))
+            a, b = max(lo - pos, 0), min(hi - pos, len(keep))
+            rows = {k: v[keep[a:b]] for k, v in item.samples.items()}
+            m = b - a
+            parts.append(
+                codec.pack(rows, np.full(m, e.id, np.int32), np.full(m, e.weight, np.float32))
+            )
+            pos += len(keep)
+        if wanted:
+            raise ValueError(
+                f"{path}: game(s) {sorted(wanted)} were scanned but are no longer in the log (rescan it)"
+            )
+    allf = codec.concat(parts)
+    metas = []
+    for k in range(k0, k1):
+        a, b = k * size - lo, min((k + 1) * size, hi) - lo
+        name = f"{split}/shard_{k:05d}.mjs"
+        nbytes = codec.write_shard(Path(out_dir) / name, {f: v[a:b] for f, v in allf.items()})
+        metas.append({"file": name, "samples": b - a, "bytes": nbytes})
+    return split, metas
 
 
 def is_built(out_dir: str | Path) -> bool:
