@@ -16,6 +16,7 @@ The file is written to a temporary name and renamed, so a manifest on disk is al
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import math
@@ -198,7 +199,7 @@ def scan(
             [(i, s.spec, s.weight) for i, s in enumerate(srcs)],
         )
         tasks = [(str(f), rules) for _, f in files]
-        with _bar(progress, "scan", len(files)) as advance:
+        with progress_bar(progress, "scan", len(files)) as advance:
             for (src, f), (games, probs) in zip(files, ordered_map(_read_log, tasks, jobs)):
                 st = f.stat()
                 fid = con.execute(
@@ -410,22 +411,15 @@ def games_by_file(manifest_path: str | Path) -> dict[str, list[GameEntry]]:
     return out
 
 
-class _bar:
-    """A rich progress bar (or nothing when ``enabled`` is False): ``with _bar(...) as advance``."""
+@contextlib.contextmanager
+def progress_bar(enabled: bool, label: str, total: int):
+    """``with progress_bar(...) as advance``: a rich bar advanced by ``advance(n=1)`` (nothing
+    shown when ``enabled`` is False)."""
+    if not enabled:
+        yield lambda n=1: None
+        return
+    from rich.progress import Progress
 
-    def __init__(self, enabled: bool, label: str, total: int) -> None:
-        self.enabled, self.label, self.total = enabled, label, total
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda n=1: None
-        from rich.progress import Progress
-
-        self.p = Progress(transient=True)
-        self.p.start()
-        task = self.p.add_task(self.label, total=self.total)
-        return lambda n=1: self.p.advance(task, n)
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.p.stop()
+    with Progress(transient=True) as p:
+        task = p.add_task(label, total=total)
+        yield lambda n=1: p.advance(task, n)

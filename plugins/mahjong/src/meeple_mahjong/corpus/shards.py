@@ -23,8 +23,8 @@ import numpy as np
 from meeple.jsonio import write_json_atomic
 
 from . import codec
-from .manifest import _bar, open_manifest
 from .manifest import games as _manifest_games
+from .manifest import open_manifest, progress_bar
 from .parallel import ordered_map
 
 INDEX_VERSION = 1
@@ -129,7 +129,7 @@ def build(
             tasks.append((split, k0, k1, shard_size, lo, hi, first, mine, str(out_dir), rules))
     made: dict[str, list[dict]] = {s: [] for s in SPLITS}
     n_total = sum(-(-n // shard_size) for n in totals.values())
-    with _bar(progress, "build shards", n_total) as advance:
+    with progress_bar(progress, "build shards", n_total) as advance:
         for split, metas in ordered_map(_write_shards, tasks, jobs):
             made[split] += metas
             advance(len(metas))
