@@ -112,6 +112,9 @@ def test_sources_weights_and_errors(fake_logs, tmp_path):
         manifest.Source.parse("logs@-1")
     with pytest.raises(FileNotFoundError, match="no such file"):
         manifest.scan([str(tmp_path / "missing")], m, progress=False)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no MJAI logs in it"):
+        manifest.scan([str(folder), str(tmp_path / "empty")], m, progress=False)
     assert manifest.summary(m)["games"] == 10  # the failed scan left the old manifest whole
 
 

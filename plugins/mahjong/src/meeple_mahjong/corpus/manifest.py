@@ -125,6 +125,11 @@ class Source:
             found = [Path(f) for f in glob.glob(self.spec, recursive=True) if is_log(Path(f))]
             if not found and not any(c in self.spec for c in "*?["):
                 raise FileNotFoundError(f"source {self.spec!r}: no such file or folder")
+        if not found:
+            raise FileNotFoundError(
+                f"source {self.spec!r}: no MJAI logs in it (accepted: "
+                f"{', '.join(LOG_SUFFIXES)}, each optionally .gz)"
+            )
         return sorted(found)
 
 
