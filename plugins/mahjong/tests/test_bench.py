@@ -35,7 +35,8 @@ def test_mahjong_bench_runs_through_the_core_cli(tmp_path, monkeypatch, capsys):
     assert re.search(r"\n  mahjong +riichi mahjong engine: games/hour", capsys.readouterr().out)
     out = tmp_path / "mahjong.json"
     code = bench_main(["mahjong", "--out", str(out), "--games", "1", "--native-games", "2",
-                       "--bot-games", "1", "--hands", "1", "--batch-decisions", "20"])  # fmt: skip
+                       "--bot-games", "1", "--hands", "1", "--batch-decisions", "20",
+                       "--corpus-games", "1"])  # fmt: skip
     assert code == 0
     result = json.loads(out.read_text())
     assert result["benchmark"] == "mahjong"
@@ -44,6 +45,9 @@ def test_mahjong_bench_runs_through_the_core_cli(tmp_path, monkeypatch, capsys):
     assert res["meeple-native"]["games"] == 2 and res["meeple-rule-bots"]["games"] == 1
     assert all(res[f"meeple-batch-B{b}"]["decisions"] >= 20 for b in bench.BATCH_SIZES)
     assert res["meeple-encoder"]["meeple_public_native_obs_per_s"] > 0
+    corpus = res["meeple-corpus"]
+    assert corpus["games"] == 1 and corpus["samples"] > 0 and corpus["shards_samples_per_s"] > 0
+    assert "corpus shards samples_per_s / 200k goal" in result["ratios"]
     for peer in ("pymahjong", "riichienv", "pymahjong-with-obs"):
         assert res[peer]["ok"] or "does not import" in res[peer]["missing"]
     printed = capsys.readouterr().out

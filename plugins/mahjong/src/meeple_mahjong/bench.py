@@ -16,6 +16,10 @@ Measured in one process, one core, one after the other:
 - ``riichienv``: full East-South games (``4p-red-half``), games/hour and decisions/s;
 - ``meeple-encoder``: 84x34 observations/s (native loop and one Python call each) beside
   pymahjong's 93x34 encoder (``meeple_mahjong.encode_speed``);
+- ``meeple-corpus``: training samples/s/core from self-play MJAI logs to batches (``raw``:
+  replay + encode each decision) and from built shards to batches (``shards``: decompress,
+  shuffle, suit permutation, decode), beside the encoder's native rate
+  (``meeple_mahjong.corpus.speed``; goals 20k and 200k samples/s/core);
 - ``meeple-batch-B{1,64,512}``: the batch simulator, learner in every seat, trivial policy
   (first legal index), learner decisions/s with their observations, next to
   ``pymahjong-with-obs``: pymahjong stepping with the actor's observation encoded each decision.
@@ -87,6 +91,12 @@ def _encoder(seed: int) -> dict[str, Any]:
     from meeple_mahjong.encode_speed import encoder_rates
 
     return encoder_rates(seed=seed)
+
+
+def _corpus(games: int, seed: int) -> dict[str, Any]:
+    from meeple_mahjong.corpus.speed import corpus_rates
+
+    return corpus_rates(games=games, seed=seed)
 
 
 def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
@@ -202,9 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hands", type=int, default=200, help="pymahjong hands")
     p.add_argument("--batch-decisions", type=int, default=40_000,
                    help="learner decisions per batch-simulator size (B = 1, 64, 512)")  # fmt: skip
+    p.add_argument("--corpus-games", type=int, default=20,
+                   help="self-play games whose logs and shards the corpus rows read")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    for flag in ("games", "native_games", "bot_games", "hands", "batch_decisions"):
+    for flag in ("games", "native_games", "bot_games", "hands", "batch_decisions", "corpus_games"):
         if getattr(a, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be >= 1")
     res = {
@@ -214,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "pymahjong": _run("pymahjong", _pymahjong, a.hands, a.seed),
         "riichienv": _run("riichienv", _riichienv, a.games, a.seed),
         "meeple-encoder": _run("meeple_mahjong", _encoder, a.seed),
+        "meeple-corpus": _run("meeple_mahjong", _corpus, a.corpus_games, a.seed),
         **{
             f"meeple-batch-B{b}": _run("meeple_mahjong", _batch_sim, b, a.batch_decisions, a.seed)
             for b in BATCH_SIZES
@@ -249,6 +262,17 @@ def main(argv: list[str] | None = None) -> int:
             ratios["meeple/pymahjong encoder obs_per_s (one Python call each)"] = round(
                 enc["meeple_public_python_obs_per_s"] / peer, 3
             )
+    corpus = res["meeple-corpus"]
+    if corpus["ok"]:
+        from meeple_mahjong.corpus.speed import RAW_GOAL, SHARDS_GOAL
+
+        for kind, goal in (("raw", RAW_GOAL), ("shards", SHARDS_GOAL)):
+            rate = corpus[f"{kind}_samples_per_s"]
+            ratios[f"corpus {kind} samples_per_s / {goal // 1000}k goal"] = round(rate / goal, 3)
+            if enc["ok"]:
+                ratios[f"corpus {kind} samples_per_s / encoder native obs_per_s"] = round(
+                    rate / enc["meeple_public_native_obs_per_s"], 3
+                )
     if res["pymahjong-with-obs"]["ok"]:
         for b in BATCH_SIZES:
             r = res[f"meeple-batch-B{b}"]
@@ -270,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             "meeple/riichienv decisions_per_s": 1.3,
             "meeple-native games_per_hour": 1e6,
             "meeple encoder obs_per_s": 2e5,
+            "corpus raw samples_per_s": 2e4,
+            "corpus shards samples_per_s": 2e5,
         },  # fmt: skip
         "load_average_1m": os.getloadavg()[0],
         "cpu_count": os.cpu_count(),
