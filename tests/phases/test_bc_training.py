@@ -12,6 +12,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 
+from meeple.checkpoint.io import load_verified
 from meeple.cli.train import train
 from meeple.errors import ConfigError
 from meeple.phases.bc.module import (
@@ -226,3 +227,25 @@ def test_bc_from_a_datamodule_learns_and_validates_every_n_steps(compose, in_tmp
     assert metrics["train/samples"] == 2 * 1024
     assert metrics["val/accuracy"] > 0.9 and metrics["val/accuracy_top3"] == 1.0, metrics
     assert metrics["train/grad_norm"] > 0 and metrics["perf/samples_per_s"] > 0
+
+
+def test_validation_inside_an_epoch_saves_a_checkpoint_by_step_when_it_improves(compose, in_tmp, importable_tests):
+    """16 steps an epoch, validation every 5 steps: val CE falls at steps 5..25 (each saved then),
+    epochs end at steps 16 and 32 (saved as before); best.pt follows the lowest val CE."""
+    metrics = train(compose([
+        *[o for o in WITH_DATAMODULE if o != "checkpoint=none"], "phase.max_epochs=2", "phase.batch_size=64",
+        "phase.val_every_n_steps=5", "phase.lr=1e-2", "checkpoint.monitor=val/policy_ce", "checkpoint.mode=min",
+    ]))
+    folder = next(in_tmp.glob("outputs/runs/*/phase0/checkpoints"))
+    steps = sorted(int(p.stem[-8:]) for p in folder.glob("ckpt_phase0_step*.pt"))
+    assert {16, 32} <= set(steps) and {5, 10} <= set(steps), steps
+    best = load_verified(folder / "best.pt")
+    assert best["metrics"]["val/policy_ce"] == min(
+        load_verified(p)["metrics"]["val/policy_ce"] for p in folder.glob("ckpt_phase0_step*.pt")
+    ) and metrics["val/policy_ce"] > 0
+
+
+def test_bf16_autocast(compose, in_tmp, importable_tests):
+    metrics = train(compose([*WITH_DATAMODULE, "phase.max_epochs=1", "phase.batch_size=64", "phase.lr=1e-2",
+                             "hardware.precision=bf16-mixed"]))
+    assert metrics["val/accuracy"] > 0.8 and math.isfinite(metrics["train/grad_norm"]), metrics
