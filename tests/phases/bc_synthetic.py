@@ -38,7 +38,10 @@ class LeanExpertBatches(L.LightningDataModule):
 
     def _batches(self, data: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
         n = len(data["action"])
-        return [{k: v[i : i + self.batch_size] for k, v in data.items()} for i in range(0, n, self.batch_size)]
+        return [
+            {k: v[i : i + self.batch_size] for k, v in data.items()}
+            for i in range(0, n, self.batch_size)
+        ]
 
     def train_dataloader(self) -> DataLoader:
         module = self

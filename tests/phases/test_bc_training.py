@@ -11,10 +11,12 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
+from torchrl.data import Categorical, Composite, Unbounded
 
 from meeple.checkpoint.io import load_verified
 from meeple.cli.train import train
 from meeple.errors import ConfigError
+from meeple.nets.actor_critic import shared_heads
 from meeple.phases.bc.module import (
     AuxTarget,
     BCModule,
@@ -51,19 +53,22 @@ def test_top_k_counts_only_legal_actions():
 
 def test_top3_and_per_category_accuracy_on_a_hand_made_batch():
     # Five samples: greedy picks 0,1,2,0,1 ; expert 0,1,0,2,2 -> correct T,T,F,F,F
-    logits = torch.tensor(
-        [[3.0, 2, 1, 0], [0, 3, 2, 1], [0, 1, 3, 2], [3, 0, 2, 1], [1, 3, 0, 2]]
-    )
+    logits = torch.tensor([[3.0, 2, 1, 0], [0, 3, 2, 1], [0, 1, 3, 2], [3, 0, 2, 1], [1, 3, 0, 2]])
     action = torch.tensor([0, 1, 0, 2, 2])
     parts = bc_loss(logits, action, None, None, None, value_coef=0.0)
     assert parts["correct_sum"] == 2 and parts["top3_sum"] == 3  # samples 2 and 4 rank theirs last
     category = torch.tensor([0, 2, 0, 3, 1])  # discard, chi, discard, pon, riichi
-    sums = category_sums(parts["correct"], category, {"discard": [0], "call": [2, 3, 4], "win": [5]})
+    sums = category_sums(
+        parts["correct"], category, {"discard": [0], "call": [2, 3, 4], "win": [5]}
+    )
     assert (sums["hit_discard_sum"], sums["n_discard_sum"]) == (1, 2)
     assert (sums["hit_call_sum"], sums["n_call_sum"]) == (1, 2)
     assert sums["n_win_sum"] == 0
     logged = BCModule._category_accuracies("val", sums)
-    assert logged == {"val/accuracy_discard": 0.5, "val/accuracy_call": 0.5}  # no win sample: no key
+    assert logged == {
+        "val/accuracy_discard": 0.5,
+        "val/accuracy_call": 0.5,
+    }  # no win sample: no key
 
 
 def test_per_sample_weights_weigh_the_loss_not_the_metrics():
@@ -80,8 +85,9 @@ def test_per_sample_weights_weigh_the_loss_not_the_metrics():
 
 def test_auxiliary_losses():
     logits = torch.tensor([[2.0, 0.0, 0.0, 0.0]])
-    assert torch.allclose(auxiliary_loss(logits, torch.tensor([0]), "ce"),
-                          -torch.log_softmax(logits, -1)[:, 0])
+    assert torch.allclose(
+        auxiliary_loss(logits, torch.tensor([0]), "ce"), -torch.log_softmax(logits, -1)[:, 0]
+    )
     bits = torch.tensor([[0.0, 0.0]])
     targets = torch.tensor([[1.0, 0.0]])
     # BCE at logit 0 is log 2 per output, whatever the target.
@@ -90,27 +96,30 @@ def test_auxiliary_losses():
         auxiliary_loss(bits, targets, "mse")
 
 
-def _tiny_networks(with_aux: bool = True):
+def _tiny_networks():
     """A shared trunk (obs 6 -> hidden 8) with policy, value and two auxiliary heads."""
     trunk = TensorDictModule(nn.Sequential(nn.Linear(6, 8), nn.ReLU()), ["observation"], ["hidden"])
-    from tensordict.nn import TensorDictSequential as Seq
-    from torchrl.data import Categorical, Composite, Unbounded
-
-    from meeple.nets.actor_critic import shared_heads
-
     spec = Composite(observation=Unbounded((6,)))
     actor, critic = shared_heads(trunk, 8, spec, Categorical(3))
     aux_head = TensorDictModule(nn.Linear(8, 4), ["hidden"], ["aux_rank"])
     aux_bits = TensorDictModule(nn.Linear(8, 2), ["hidden"], ["aux_bits"])
-    return actor, critic, Seq(trunk, aux_head, aux_bits), aux_head, aux_bits
+    return actor, critic, TensorDictSequential(trunk, aux_head, aux_bits), aux_head, aux_bits
 
 
 def _module(aux_coef: float, **kwargs) -> tuple[BCModule, nn.Module, nn.Module]:
     actor, critic, aux, rank_head, bits_head = _tiny_networks()
     module = BCModule(
-        actor, critic, optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3), value_coef=0.5,
-        max_grad_norm=None, aux=aux, aux_coef=aux_coef,
-        aux_targets={"rank": AuxTarget("aux_rank", "rank", "ce"), "bits": AuxTarget("aux_bits", "bits", "bce")},
+        actor,
+        critic,
+        optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3),
+        value_coef=0.5,
+        max_grad_norm=None,
+        aux=aux,
+        aux_coef=aux_coef,
+        aux_targets={
+            "rank": AuxTarget("aux_rank", "rank", "ce"),
+            "bits": AuxTarget("aux_bits", "bits", "bce"),
+        },
         **kwargs,
     )
     return module, rank_head, bits_head
@@ -118,13 +127,16 @@ def _module(aux_coef: float, **kwargs) -> tuple[BCModule, nn.Module, nn.Module]:
 
 def _batch(n: int = 5) -> TensorDict:
     g = torch.Generator().manual_seed(0)
-    return TensorDict({
-        "observation": torch.randn(n, 6, generator=g),
-        "action": torch.randint(0, 3, (n,), generator=g),
-        "return": torch.randn(n, generator=g),
-        "rank": torch.randint(0, 4, (n,), generator=g),
-        "bits": torch.randint(0, 2, (n, 2), generator=g).float(),
-    }, batch_size=[n])
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 6, generator=g),
+            "action": torch.randint(0, 3, (n,), generator=g),
+            "return": torch.randn(n, generator=g),
+            "rank": torch.randint(0, 4, (n,), generator=g),
+            "bits": torch.randint(0, 2, (n, 2), generator=g).float(),
+        },
+        batch_size=[n],
+    )
 
 
 def test_aux_losses_add_to_the_loss_and_their_gradients_reach_the_aux_heads():
@@ -150,7 +162,9 @@ def test_shared_trunk_path_equals_separate_calls():
     module, _, _ = _module(aux_coef=0.1)
     batch = _batch()
     once = module.heads(batch.exclude("action"), value=True, aux=True)
-    assert torch.allclose(once["logits"], module.actor.get_dist_params(batch.clone(False))["logits"])
+    assert torch.allclose(
+        once["logits"], module.actor.get_dist_params(batch.clone(False))["logits"]
+    )
     assert torch.allclose(once["state_value"], module.critic(batch.clone(False))["state_value"])
     assert torch.allclose(once["aux_rank"], module.aux(batch.clone(False))["aux_rank"])
 
@@ -176,7 +190,9 @@ def test_cosine_ends_at_the_floor():
 
 
 def test_plain_dict_batches_become_tensordicts():
-    td = as_tensordict({"action": torch.zeros(3, dtype=torch.long), "observation": torch.zeros(3, 4)})
+    td = as_tensordict(
+        {"action": torch.zeros(3, dtype=torch.long), "observation": torch.zeros(3, 4)}
+    )
     assert td.batch_size == torch.Size([3])
     with pytest.raises(TypeError, match="'action' key; got dict with keys"):
         as_tensordict({"obs": torch.zeros(3)})
@@ -186,10 +202,17 @@ def test_plain_dict_batches_become_tensordicts():
     "overrides, message",
     [
         (["phase.data.datamodule=3"], "phase.data.datamodule=3 is not allowed; accepted: null"),
-        ([f"phase.data.datamodule={{_target_:{SYNTHETIC}}}",
-          "phase.data.record.policy={_target_:meeple_gym.experts.CartPoleExpert}"],
-         "phase.data.datamodule and phase.data.record.policy are both set"),
-        (["+phase.aux.r={output:aux_rank,target:rank,loss:mse}"], "phase.aux.r.loss='mse' is not allowed"),
+        (
+            [
+                f"phase.data.datamodule={{_target_:{SYNTHETIC}}}",
+                "phase.data.record.policy={_target_:meeple_gym.experts.CartPoleExpert}",
+            ],
+            "phase.data.datamodule and phase.data.record.policy are both set",
+        ),
+        (
+            ["+phase.aux.r={output:aux_rank,target:rank,loss:mse}"],
+            "phase.aux.r.loss='mse' is not allowed",
+        ),
         (["+phase.aux.r={target:rank}"], "phase.aux.r.output: .*missing mandatory value"),
         (["phase.val_every_n_steps=0"], "phase.val_every_n_steps=0 is not allowed"),
         (["phase.lr_floor=2"], "phase.lr_floor=2"),
@@ -202,12 +225,18 @@ def test_config_errors(compose, overrides, message):
 
 
 def test_a_model_without_aux_outputs_is_refused(compose, in_tmp, importable_tests):
-    cfg = compose([*WITH_DATAMODULE, "phase.aux_coef=0.1", "+phase.aux.r={output:aux_rank,target:rank}"])
-    with pytest.raises(ConfigError, match="cannot build them .*accepted: a model factory taking with_aux=True"):
+    cfg = compose(
+        [*WITH_DATAMODULE, "phase.aux_coef=0.1", "+phase.aux.r={output:aux_rank,target:rank}"]
+    )
+    with pytest.raises(
+        ConfigError, match="cannot build them .*accepted: a model factory taking with_aux=True"
+    ):
         train(cfg)
 
 
-def test_bc_from_a_datamodule_learns_and_validates_every_n_steps(compose, in_tmp, importable_tests, monkeypatch):
+def test_bc_from_a_datamodule_learns_and_validates_every_n_steps(
+    compose, in_tmp, importable_tests, monkeypatch
+):
     """1,024 synthetic samples, batch 64 (16 steps an epoch), 2 epochs, validation every 5 steps:
     validations after steps 5, 10, 15, 20, 25, 30 = 6 passes of 4 batches."""
     from meeple.pipeline import lightning_stage
@@ -221,31 +250,66 @@ def test_bc_from_a_datamodule_learns_and_validates_every_n_steps(compose, in_tmp
         return build
 
     monkeypatch.setattr(lightning_stage, "build_stage", spy)
-    metrics = train(compose([*WITH_DATAMODULE, "phase.max_epochs=2", "phase.batch_size=64",
-                             "phase.val_every_n_steps=5", "phase.lr=1e-2", "phase.early_stop.patience=null"]))
+    metrics = train(
+        compose(
+            [
+                *WITH_DATAMODULE,
+                "phase.max_epochs=2",
+                "phase.batch_size=64",
+                "phase.val_every_n_steps=5",
+                "phase.lr=1e-2",
+                "phase.early_stop.patience=null",
+            ]
+        )
+    )
     assert seen["dm"].val_batches == 6 * 4
     assert metrics["train/samples"] == 2 * 1024
     assert metrics["val/accuracy"] > 0.9 and metrics["val/accuracy_top3"] == 1.0, metrics
     assert metrics["train/grad_norm"] > 0 and metrics["perf/samples_per_s"] > 0
 
 
-def test_validation_inside_an_epoch_saves_a_checkpoint_by_step_when_it_improves(compose, in_tmp, importable_tests):
+def test_validation_inside_an_epoch_saves_a_checkpoint_by_step_when_it_improves(
+    compose, in_tmp, importable_tests
+):
     """16 steps an epoch, validation every 5 steps: val CE falls at steps 5..25 (each saved then),
     epochs end at steps 16 and 32 (saved as before); best.pt follows the lowest val CE."""
-    metrics = train(compose([
-        *[o for o in WITH_DATAMODULE if o != "checkpoint=none"], "phase.max_epochs=2", "phase.batch_size=64",
-        "phase.val_every_n_steps=5", "phase.lr=1e-2", "checkpoint.monitor=val/policy_ce", "checkpoint.mode=min",
-    ]))
+    metrics = train(
+        compose(
+            [
+                *[o for o in WITH_DATAMODULE if o != "checkpoint=none"],
+                "phase.max_epochs=2",
+                "phase.batch_size=64",
+                "phase.val_every_n_steps=5",
+                "phase.lr=1e-2",
+                "checkpoint.monitor=val/policy_ce",
+                "checkpoint.mode=min",
+            ]
+        )
+    )
     folder = next(in_tmp.glob("outputs/runs/*/phase0/checkpoints"))
     steps = sorted(int(p.stem[-8:]) for p in folder.glob("ckpt_phase0_step*.pt"))
     assert {16, 32} <= set(steps) and {5, 10} <= set(steps), steps
     best = load_verified(folder / "best.pt")
-    assert best["metrics"]["val/policy_ce"] == min(
-        load_verified(p)["metrics"]["val/policy_ce"] for p in folder.glob("ckpt_phase0_step*.pt")
-    ) and metrics["val/policy_ce"] > 0
+    assert (
+        best["metrics"]["val/policy_ce"]
+        == min(
+            load_verified(p)["metrics"]["val/policy_ce"]
+            for p in folder.glob("ckpt_phase0_step*.pt")
+        )
+        and metrics["val/policy_ce"] > 0
+    )
 
 
 def test_bf16_autocast(compose, in_tmp, importable_tests):
-    metrics = train(compose([*WITH_DATAMODULE, "phase.max_epochs=1", "phase.batch_size=64", "phase.lr=1e-2",
-                             "hardware.precision=bf16-mixed"]))
+    metrics = train(
+        compose(
+            [
+                *WITH_DATAMODULE,
+                "phase.max_epochs=1",
+                "phase.batch_size=64",
+                "phase.lr=1e-2",
+                "hardware.precision=bf16-mixed",
+            ]
+        )
+    )
     assert metrics["val/accuracy"] > 0.8 and math.isfinite(metrics["train/grad_norm"]), metrics

@@ -84,7 +84,9 @@ def test_oracle_stem_reads_the_oracle_planes():
     assert actor.module[0].in_keys == ["observation", "oracle"]
     assert actor.module[0].module.stem[0].in_channels == 84 + 205
     assert actor.get_dist_params(spec.rand((2,)))["logits"].shape == (2, 155)
-    with pytest.raises(ConfigError, match="env has no 'oracle' observation; accepted: env.oracle=true"):
+    with pytest.raises(
+        ConfigError, match="env has no 'oracle' observation; accepted: env.oracle=true"
+    ):
         build_mahjong_actor_critic(OBS, ACTIONS, **TINY, oracle_planes=205)
     with pytest.raises(ConfigError, match="accepted: model.oracle_planes=205"):
         build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=200)
@@ -105,8 +107,14 @@ def test_bad_sizes_name_the_key(options, message):
 
 def test_phases_that_take_actor_critic_models_accept_it():
     validate(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=ppo"]))
-    validate(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=bc", "phase.data.record=null"]))
-    with pytest.raises(ConfigError, match="does not fit phase=alphazero; accepted: a model built by"):
+    validate(
+        compose_config(
+            ["env=mahjong", "model=mahjong_resnet", "phase=bc", "phase.data.record=null"]
+        )
+    )
+    with pytest.raises(
+        ConfigError, match="does not fit phase=alphazero; accepted: a model built by"
+    ):
         validate(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=alphazero"]))
 
 
@@ -144,14 +152,34 @@ def test_bc_on_a_synthetic_corpus_lowers_validation_cross_entropy(tmp_path, monk
 
     val = synthetic_samples(512, seed=2)
     untrained_ce = val["action_mask"].sum(-1).float().log().mean().item()  # uniform over the legal
-    metrics = train(compose_config([
-        *BC, *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()), "phase.max_epochs=4",
-        "phase.batch_size=128", "phase.lr=1e-2", "phase.val_every_n_steps=16", "phase.early_stop.patience=3",
-        "phase.eval.episodes=1", "phase.eval.max_steps=5", "phase.eval.every_n_epochs=3",
-    ]))
+    metrics = train(
+        compose_config(
+            [
+                *BC,
+                *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()),
+                "phase.max_epochs=4",
+                "phase.batch_size=128",
+                "phase.lr=1e-2",
+                "phase.val_every_n_steps=16",
+                "phase.early_stop.patience=3",
+                "phase.eval.episodes=1",
+                "phase.eval.max_steps=5",
+                "phase.eval.every_n_epochs=3",
+            ]
+        )
+    )
     assert metrics["val/policy_ce"] < 0.1 * untrained_ce, (untrained_ce, metrics)
-    for key in ("val/accuracy_discard", "val/accuracy_riichi", "val/accuracy_top3", "val/aux_rank",
-                "val/aux_tenpai", "val/aux_danger", "loss/aux_danger", "train/grad_norm", "eval/episode_return"):
+    for key in (
+        "val/accuracy_discard",
+        "val/accuracy_riichi",
+        "val/accuracy_top3",
+        "val/aux_rank",
+        "val/aux_tenpai",
+        "val/aux_danger",
+        "loss/aux_danger",
+        "train/grad_norm",
+        "eval/episode_return",
+    ):
         assert key in metrics, sorted(metrics)
     assert "val/accuracy_call" not in metrics  # no call in this corpus: no key rather than 0/0
     assert metrics["val/aux_tenpai"] < math.log(2)  # learned beyond the uniform BCE
@@ -165,8 +193,17 @@ def test_bc_under_bf16_autocast(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))
     from meeple.cli.train import train
 
-    metrics = train(compose_config([
-        *BC, *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()), "phase.max_epochs=4",
-        "phase.batch_size=128", "phase.lr=1e-2", "phase.callbacks.eval=null", "hardware.precision=bf16-mixed",
-    ]))
+    metrics = train(
+        compose_config(
+            [
+                *BC,
+                *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()),
+                "phase.max_epochs=4",
+                "phase.batch_size=128",
+                "phase.lr=1e-2",
+                "phase.callbacks.eval=null",
+                "hardware.precision=bf16-mixed",
+            ]
+        )
+    )
     assert math.isfinite(metrics["train/grad_norm"]) and metrics["val/policy_ce"] < 0.2, metrics

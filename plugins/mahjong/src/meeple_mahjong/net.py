@@ -89,17 +89,34 @@ class SEResidualBlock(nn.Module):
 class MahjongTrunk(nn.Module):
     """``(..., planes, 34)`` (and the oracle planes when ``oracle_planes`` > 0) -> ``(..., hidden)``."""
 
-    def __init__(self, planes: int, width: int, *, blocks: int, channels: int, groups: int,
-                 se_ratio: int, neck: int, hidden: int, oracle_planes: int = 0) -> None:
+    def __init__(
+        self,
+        planes: int,
+        width: int,
+        *,
+        blocks: int,
+        channels: int,
+        groups: int,
+        se_ratio: int,
+        neck: int,
+        hidden: int,
+        oracle_planes: int = 0,
+    ) -> None:
         super().__init__()
         self.stem = nn.Sequential(
             _conv(planes + oracle_planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
         )
-        self.blocks = nn.Sequential(*(SEResidualBlock(channels, groups, se_ratio) for _ in range(blocks)))
+        self.blocks = nn.Sequential(
+            *(SEResidualBlock(channels, groups, se_ratio) for _ in range(blocks))
+        )
         self.neck = nn.Sequential(_conv(channels, neck, 1), nn.ReLU(), nn.Flatten(-2))
-        self.project = nn.Sequential(orthogonal_linear(neck * width, hidden, HIDDEN_GAIN), nn.ReLU())
+        self.project = nn.Sequential(
+            orthogonal_linear(neck * width, hidden, HIDDEN_GAIN), nn.ReLU()
+        )
 
-    def forward(self, observation: torch.Tensor, oracle: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, observation: torch.Tensor, oracle: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = observation if oracle is None else torch.cat([observation, oracle], dim=-2)
         lead = x.shape[:-2]  # any batch dims in front (collectors, BC batches)
         x = x.reshape(-1, *x.shape[-2:])
@@ -112,7 +129,9 @@ class AuxiliaryHeads(nn.Module):
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
-        self.heads = nn.ModuleList(orthogonal_linear(hidden, n, LOGIT_GAIN) for n in AUX_OUTPUTS.values())
+        self.heads = nn.ModuleList(
+            orthogonal_linear(hidden, n, LOGIT_GAIN) for n in AUX_OUTPUTS.values()
+        )
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(head(hidden) for head in self.heads)
@@ -120,7 +139,9 @@ class AuxiliaryHeads(nn.Module):
 
 def _positive(name: str, value: int, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"model.{name}={value!r} is not allowed; accepted: an integer >= {minimum}")
+        raise ConfigError(
+            f"model.{name}={value!r} is not allowed; accepted: an integer >= {minimum}"
+        )
 
 
 @mark_actor_critic_factory
@@ -136,7 +157,10 @@ def build_mahjong_actor_critic(
     hidden: int = 256,
     oracle_planes: int = 0,
     with_aux: bool = False,
-) -> tuple[ProbabilisticActor, TensorDictModule] | tuple[ProbabilisticActor, TensorDictModule, TensorDictSequential]:
+) -> (
+    tuple[ProbabilisticActor, TensorDictModule]
+    | tuple[ProbabilisticActor, TensorDictModule, TensorDictSequential]
+):
     """Actor and critic on one SE-ResNet trunk; with ``with_aux`` also the auxiliary module
     (trunk + :class:`AuxiliaryHeads`, writing :data:`AUX_OUTPUTS`), sharing the trunk's weights.
 
@@ -144,28 +168,51 @@ def build_mahjong_actor_critic(
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
-        raise ConfigError(f"model mahjong_resnet reads (planes, 34) observations; the env's are {shape}")
-    for name, value, minimum in (("blocks", blocks, 0), ("channels", channels, 1), ("groups", groups, 1),
-                                 ("se_ratio", se_ratio, 1), ("neck", neck, 1), ("hidden", hidden, 1),
-                                 ("oracle_planes", oracle_planes, 0)):
+        raise ConfigError(
+            f"model mahjong_resnet reads (planes, 34) observations; the env's are {shape}"
+        )
+    for name, value, minimum in (
+        ("blocks", blocks, 0),
+        ("channels", channels, 1),
+        ("groups", groups, 1),
+        ("se_ratio", se_ratio, 1),
+        ("neck", neck, 1),
+        ("hidden", hidden, 1),
+        ("oracle_planes", oracle_planes, 0),
+    ):
         _positive(name, value, minimum)
     if channels % groups:
-        raise ConfigError(f"model.groups={groups} does not divide model.channels={channels}; accepted: a divisor "
-                          "of channels (GroupNorm)")
+        raise ConfigError(
+            f"model.groups={groups} does not divide model.channels={channels}; accepted: a divisor "
+            "of channels (GroupNorm)"
+        )
     in_keys = [OBS_KEY]
     if oracle_planes:
         if ORACLE_KEY not in observation_spec.keys():
-            raise ConfigError(f"model.oracle_planes={oracle_planes} but the env has no {ORACLE_KEY!r} observation; "
-                              "accepted: env.oracle=true, or model.oracle_planes=0")
-        oracle_shape = tuple(observation_spec[ORACLE_KEY].shape[len(observation_spec.shape):])
+            raise ConfigError(
+                f"model.oracle_planes={oracle_planes} but the env has no {ORACLE_KEY!r} observation; "
+                "accepted: env.oracle=true, or model.oracle_planes=0"
+            )
+        oracle_shape = tuple(observation_spec[ORACLE_KEY].shape[len(observation_spec.shape) :])
         if oracle_shape != (oracle_planes, shape[1]):
-            raise ConfigError(f"model.oracle_planes={oracle_planes} but the env's oracle planes are {oracle_shape}; "
-                              f"accepted: model.oracle_planes={oracle_shape[0]}")
+            raise ConfigError(
+                f"model.oracle_planes={oracle_planes} but the env's oracle planes are {oracle_shape}; "
+                f"accepted: model.oracle_planes={oracle_shape[0]}"
+            )
         in_keys.append(ORACLE_KEY)
     planes, width = shape
     trunk = TensorDictModule(
-        MahjongTrunk(planes, width, blocks=blocks, channels=channels, groups=groups, se_ratio=se_ratio,
-                     neck=neck, hidden=hidden, oracle_planes=oracle_planes),
+        MahjongTrunk(
+            planes,
+            width,
+            blocks=blocks,
+            channels=channels,
+            groups=groups,
+            se_ratio=se_ratio,
+            neck=neck,
+            hidden=hidden,
+            oracle_planes=oracle_planes,
+        ),
         in_keys,
         [HIDDEN_KEY],
     )
@@ -173,5 +220,7 @@ def build_mahjong_actor_critic(
     actor, critic = shared_heads(trunk, hidden, observation_spec, action_spec)
     if not with_aux:
         return actor, critic
-    aux = TensorDictSequential(trunk, TensorDictModule(AuxiliaryHeads(hidden), [HIDDEN_KEY], list(AUX_OUTPUTS)))
+    aux = TensorDictSequential(
+        trunk, TensorDictModule(AuxiliaryHeads(hidden), [HIDDEN_KEY], list(AUX_OUTPUTS))
+    )
     return actor, critic, aux

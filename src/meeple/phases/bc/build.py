@@ -68,7 +68,9 @@ def build_networks(model_cfg: DictConfig, observation_spec, action_spec, *, with
 
 def _check_aux_outputs(aux, phase: BCPhase) -> None:
     """Every ``phase.aux.*.output`` is a key the model's aux module writes."""
-    written = {key if isinstance(key, str) else "/".join(key) for key in getattr(aux, "out_keys", [])}
+    written = {
+        key if isinstance(key, str) else "/".join(key) for key in getattr(aux, "out_keys", [])
+    }
     for name, target in phase.aux.items():
         if target.output not in written:
             raise ConfigError(
@@ -188,14 +190,22 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
     return _parts(phase, module, datamodule)
 
 
-def build_bc_from_datamodule(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds, envs) -> PhaseParts:
+def build_bc_from_datamodule(
+    cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds, envs
+) -> PhaseParts:
     """BC on the batches of ``phase.data.datamodule`` (called with ``batch_size`` and ``seed``);
     the env still gives the networks their specs and plays the greedy evaluation."""
     phase: BCPhase = typed["phase"]
-    inner = instantiate(cfg.phase.data.datamodule, batch_size=phase.batch_size, seed=seeds.seed(Component.DATA))
+    inner = instantiate(
+        cfg.phase.data.datamodule, batch_size=phase.batch_size, seed=seeds.seed(Component.DATA)
+    )
     datamodule = ExternalDataModule(inner, seeds=seeds, env_fn=envs.env_fn, batch_unit=envs.unit)
     module = _module(cfg, typed, seeds, envs)
-    log.info("behavioral cloning on %s: %d steps per epoch", type(inner).__name__, datamodule.steps_per_epoch)
+    log.info(
+        "behavioral cloning on %s: %d steps per epoch",
+        type(inner).__name__,
+        datamodule.steps_per_epoch,
+    )
     return _parts(phase, module, datamodule)
 
 
@@ -203,7 +213,9 @@ def _module(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds, envs) -> 
     phase: BCPhase = typed["phase"]
     seed_process(seeds.seed(Component.MODEL_INIT))
     use_aux = phase.aux_coef > 0 and bool(phase.aux)
-    actor, critic, aux = build_networks(cfg.model, envs.observation_spec, envs.action_spec, with_aux=use_aux)
+    actor, critic, aux = build_networks(
+        cfg.model, envs.observation_spec, envs.action_spec, with_aux=use_aux
+    )
     if aux is not None:
         _check_aux_outputs(aux, phase)
     if typed["hardware"].compile:
@@ -226,5 +238,9 @@ def _parts(phase: BCPhase, module: BCModule, datamodule) -> PhaseParts:
         trainer = {"val_check_interval": phase.val_every_n_steps, "check_val_every_n_epoch": None}
     # phase.callbacks (the greedy evaluation) are built by the stage, after these.
     return PhaseParts(
-        module=module, datamodule=datamodule, max_epochs=phase.max_epochs, callbacks=callbacks, trainer=trainer
+        module=module,
+        datamodule=datamodule,
+        max_epochs=phase.max_epochs,
+        callbacks=callbacks,
+        trainer=trainer,
     )

@@ -152,7 +152,9 @@ class ExternalDataModule(SeedStreams, L.LightningDataModule):
         batch_unit: int = 1,
     ) -> None:
         super().__init__()
-        missing = [name for name in ("train_dataloader", "steps_per_epoch") if not hasattr(inner, name)]
+        missing = [
+            name for name in ("train_dataloader", "steps_per_epoch") if not hasattr(inner, name)
+        ]
         if missing:
             raise TypeError(
                 f"phase.data.datamodule built a {type(inner).__name__} without {', '.join(missing)}; accepted: "

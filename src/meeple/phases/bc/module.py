@@ -62,7 +62,9 @@ def greedy_actions(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     return logits.argmax(-1)
 
 
-def in_top_k(logits: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tensor:
+def in_top_k(
+    logits: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None, k: int
+) -> torch.Tensor:
     """Per sample: whether ``action`` is among the ``k`` most likely legal actions."""
     if mask is not None:
         logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
@@ -166,7 +168,9 @@ def as_tensordict(batch: TensorDictBase | Mapping[str, torch.Tensor]) -> TensorD
     return TensorDict(dict(batch), batch_size=[len(batch["action"])])
 
 
-def param_groups(module: torch.nn.Module, no_decay_norms_biases: bool) -> list[dict] | list[torch.nn.Parameter]:
+def param_groups(
+    module: torch.nn.Module, no_decay_norms_biases: bool
+) -> list[dict] | list[torch.nn.Parameter]:
     """The module's parameters, or two AdamW groups: weights (the optimiser's weight decay) and
     norms' scales and biases (every parameter of at most one dimension) without decay."""
     params = [p for p in module.parameters() if p.requires_grad]
@@ -263,7 +267,9 @@ class BCModule(L.LightningModule):
     def heads(self, inputs: TensorDictBase, *, value: bool, aux: bool) -> TensorDictBase:
         """``logits`` (and ``state_value``, the aux outputs) on ``inputs``; a shared trunk runs once."""
         trunk = self.trunk
-        aux_shares = aux and isinstance(self.aux, TensorDictSequential) and self.aux.module[0] is trunk
+        aux_shares = (
+            aux and isinstance(self.aux, TensorDictSequential) and self.aux.module[0] is trunk
+        )
         if trunk is None:
             out = self.actor.get_dist_params(inputs.clone(False))
             if value:
@@ -294,7 +300,9 @@ class BCModule(L.LightningModule):
         weight = batch.get(self.weight_key, None) if self.weight_key else None
         value = out["state_value"] if use_value else None
         target = batch["return"] if use_value else None
-        losses = bc_loss(out["logits"], batch["action"], mask, value, target, self.value_coef, weight)
+        losses = bc_loss(
+            out["logits"], batch["action"], mask, value, target, self.value_coef, weight
+        )
         if use_aux:
             for name, aux in self.aux_targets.items():
                 per_sample = auxiliary_loss(out[aux.output], batch[aux.target], aux.loss)
@@ -312,7 +320,9 @@ class BCModule(L.LightningModule):
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(losses["loss"])
         grads = [p.grad for p in self.parameters() if p.grad is not None]
-        losses["grad_norm_sum"] = torch.nn.utils.get_total_norm(grads).detach() if grads else torch.zeros(())
+        losses["grad_norm_sum"] = (
+            torch.nn.utils.get_total_norm(grads).detach() if grads else torch.zeros(())
+        )
         losses["steps_sum"] = torch.ones((), device=losses["loss"].device)
         if self.max_grad_norm is not None:
             self.clip_gradients(
@@ -358,9 +368,10 @@ class BCModule(L.LightningModule):
     @staticmethod
     def _category_accuracies(stage: str, sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {
-            f"{stage}/accuracy_{key[len('hit_'):-len('_sum')]}": hits / sums["n" + key[len("hit"):]]
+            f"{stage}/accuracy_{key[len('hit_') : -len('_sum')]}": hits
+            / sums["n" + key[len("hit") :]]
             for key, hits in sums.items()
-            if key.startswith("hit_") and sums["n" + key[len("hit"):]] > 0
+            if key.startswith("hit_") and sums["n" + key[len("hit") :]] > 0
         }
 
     # -- validation ----------------------------------------------------------------------------

@@ -83,7 +83,9 @@ class BCPhase:
     aux_coef: float = 0.0  # weight of the summed auxiliary losses; 0: none trained
     aux: dict[str, BCAux] = field(default_factory=dict)
     weight_key: str | None = "weight"  # batch key of per-sample loss weights, used when present
-    categories: dict[str, list[int]] = field(default_factory=dict)  # name -> values of batch `category`
+    categories: dict[str, list[int]] = field(
+        default_factory=dict
+    )  # name -> values of batch `category`
     val_every_n_steps: int | None = None  # null: validate once per epoch
     max_grad_norm: float | None = 1.0
     early_stop: BCEarlyStop = field(default_factory=BCEarlyStop)
@@ -124,7 +126,9 @@ def check_bc(cfg: DictConfig, phase: BCPhase) -> None:
         _require(value >= 1, f"phase.eval.{name}", value, "an integer >= 1")
 
     _require(0 <= phase.lr_floor <= 1, "phase.lr_floor", phase.lr_floor, "a float in [0, 1]")
-    _require(phase.aux_coef >= 0, "phase.aux_coef", phase.aux_coef, "a float >= 0 (0: no auxiliary loss)")
+    _require(
+        phase.aux_coef >= 0, "phase.aux_coef", phase.aux_coef, "a float >= 0 (0: no auxiliary loss)"
+    )
     for name, aux in phase.aux.items():
         _require(aux.loss in AUX_LOSSES, f"phase.aux.{name}.loss", aux.loss, ", ".join(AUX_LOSSES))
         for key in ("output", "target"):
@@ -184,7 +188,11 @@ def _check_datamodule(data: BCData) -> None:
             "dataset at phase.data.path) or a node with _target_ naming a LightningDataModule"
         )
     record = data.record
-    sources = [name for name in ("policy", "checkpoint") if record is not None and getattr(record, name) is not None]
+    sources = [
+        name
+        for name in ("policy", "checkpoint")
+        if record is not None and getattr(record, name) is not None
+    ]
     if sources:
         raise ConfigError(
             f"phase.data.datamodule and phase.data.record.{sources[0]} are both set; accepted: one data source "
