@@ -73,3 +73,14 @@ class LeanExpertBatches(L.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         self.frames = state["frames"]
+
+
+class CrashAtStep(L.Callback):
+    """Raises before optimiser step ``step`` (a kill in the middle of an epoch)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"simulated crash at step {self.step}")

@@ -313,3 +313,30 @@ def test_bf16_autocast(compose, in_tmp, importable_tests):
         )
     )
     assert metrics["val/accuracy"] > 0.8 and math.isfinite(metrics["train/grad_norm"]), metrics
+
+
+def test_resume_from_a_checkpoint_inside_an_epoch_finishes_the_run(
+    compose, in_tmp, importable_tests
+):
+    """Killed at step 27 of 32: latest.pt is the step-25 checkpoint (a validation inside epoch 2);
+    resume=true continues from there to the end (the synthetic loader does not save its position,
+    so the data differ from an uninterrupted run: Lightning warns; the step count does not)."""
+    run = [
+        *[o for o in WITH_DATAMODULE if o != "checkpoint=none"],
+        "phase.max_epochs=2",
+        "phase.batch_size=64",
+        "phase.val_every_n_steps=5",
+        "phase.lr=1e-2",
+        "phase.early_stop.patience=null",
+        "checkpoint.monitor=val/policy_ce",
+        "checkpoint.mode=min",
+    ]
+    crash = "+callbacks.crash={_target_:tests.phases.bc_synthetic.CrashAtStep,step:27}"
+    with pytest.raises(RuntimeError, match="simulated crash at step 27"):
+        train(compose([*run, crash]))
+    folder = next(in_tmp.glob("outputs/runs/*/phase0/checkpoints"))
+    assert (folder / "latest.pt").resolve().name == "ckpt_phase0_step00000025.pt"
+    metrics = train(compose([*run, "resume=true"]))
+    assert metrics["train/samples"] == 2 * 1024 and metrics["val/accuracy"] > 0.9
+    steps = sorted(int(p.stem[-8:]) for p in folder.glob("ckpt_phase0_step*.pt"))
+    assert steps[-1] == 32, steps

@@ -207,3 +207,26 @@ def test_bc_under_bf16_autocast(tmp_path, monkeypatch):
         )
     )
     assert math.isfinite(metrics["train/grad_norm"]) and metrics["val/policy_ce"] < 0.2, metrics
+
+
+def test_ppo_trains_the_same_network(tmp_path, monkeypatch):
+    """Phase 3's use: PPO builds the factory without aux heads and trains one tiny rollout (~3 s)."""
+    monkeypatch.chdir(tmp_path)
+    from meeple.cli.train import train
+
+    metrics = train(
+        compose_config(
+            [
+                "env=mahjong",
+                "model=mahjong_resnet",
+                "phase=ppo",
+                "debug=tiny",
+                "tracking=none",
+                "callbacks.progress=null",
+                "checkpoint=none",
+                "env.num_envs=4",
+                *(f"model.{k}={v}" for k, v in TINY.items()),
+            ]
+        )
+    )
+    assert math.isfinite(metrics["loss/total"]) and "eval/episode_return" in metrics

@@ -251,6 +251,8 @@ class BCModule(L.LightningModule):
         object.__setattr__(self, "trunk", shared_trunk(actor, critic))
         self._sums: dict[str, dict[str, torch.Tensor]] = {"train": {}, "val": {}}
         self._counts = {"train": 0, "val": 0}
+        # A resume inside an epoch skips on_train_epoch_start: the rate is timed from here then.
+        self._since = time.perf_counter()
         self.live: dict[str, torch.Tensor] = {}  # shown by the progress bar (callbacks/progress.py)
 
     @property
