@@ -1,4 +1,5 @@
-"""A synthetic data module for BC's ``phase.data.datamodule`` path (CartPole-shaped batches).
+"""Test helpers named by ``_target_``: a synthetic data module for BC's ``phase.data.datamodule``
+path (CartPole-shaped batches), a mid-epoch crash, and marked / unmarked model factories.
 
 The expert pushes the cart towards the pole's lean: action = 1 if the pole angle
 (observation[2]) is positive, else 0, so a policy can learn it within a few dozen steps.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
+
+from meeple.nets.actor_critic import build_actor_critic, mark_actor_critic_factory
 
 
 class LeanExpertBatches(L.LightningDataModule):
@@ -84,3 +87,13 @@ class CrashAtStep(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *args) -> None:
         if trainer.global_step == self.step:
             raise RuntimeError(f"simulated crash at step {self.step}")
+
+
+@mark_actor_critic_factory
+def marked_mlp(observation_spec, action_spec, **options):
+    """The core MLP factory, marked as a plugin's would be (tests of the phase registry)."""
+    return build_actor_critic(observation_spec, action_spec, **options)
+
+
+def unmarked_mlp(observation_spec, action_spec, **options):
+    return build_actor_critic(observation_spec, action_spec, **options)

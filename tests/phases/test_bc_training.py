@@ -340,3 +340,17 @@ def test_resume_from_a_checkpoint_inside_an_epoch_finishes_the_run(
     assert metrics["train/samples"] == 2 * 1024 and metrics["val/accuracy"] > 0.9
     steps = sorted(int(p.stem[-8:]) for p in folder.glob("ckpt_phase0_step*.pt"))
     assert steps[-1] == 32, steps
+
+
+@pytest.mark.parametrize("phase", ["bc", "ppo"])
+def test_marked_model_factories_fit_actor_critic_phases(compose, importable_tests, phase):
+    """A plugin's factory is accepted by the mark it carries, not by the core naming it."""
+    model = ["model._target_=tests.phases.bc_synthetic.marked_mlp"]
+    validate(
+        compose([f"phase={phase}", "phase.data.record=null" if phase == "bc" else "seed=0", *model])
+    )
+    unmarked = ["model._target_=tests.phases.bc_synthetic.unmarked_mlp"]
+    with pytest.raises(ConfigError, match="or a factory marked as building 'actor_critic' models"):
+        validate(compose([f"phase={phase}", *unmarked]))
+    with pytest.raises(ConfigError, match="model._target_='nowhere.factory' cannot be imported"):
+        validate(compose([f"phase={phase}", "model._target_=nowhere.factory"]))
