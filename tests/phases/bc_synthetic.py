@@ -11,7 +11,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from meeple.nets.actor_critic import build_actor_critic, mark_actor_critic_factory
+from meeple.nets.actor_critic import build_actor_critic
+from meeple.nets.kinds import mark_actor_critic_factory
 
 
 class LeanExpertBatches(L.LightningDataModule):

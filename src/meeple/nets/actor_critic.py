@@ -16,17 +16,6 @@ from meeple.nets.mlp import mlp, mlp_trunk, orthogonal_linear
 
 OBS_KEY = "observation"
 MASK_KEY = "action_mask"
-# What a model factory builds, as phases.registry checks it: (actor, critic) on the env's specs.
-ACTOR_CRITIC = "actor_critic"
-MODEL_KIND_ATTR = "meeple_model_kind"
-
-
-def mark_actor_critic_factory(factory):
-    """Declare that ``factory(observation_spec, action_spec, **model_cfg)`` returns ``(actor, critic)``
-    like :func:`build_actor_critic`, so the phases that take actor-critic models (PPO, BC) accept a
-    plugin's factory without the core naming it (``meeple.phases.registry``)."""
-    setattr(factory, MODEL_KIND_ATTR, ACTOR_CRITIC)
-    return factory
 
 
 def observation_shape(observation_spec: Composite) -> tuple[int, ...]:

@@ -35,7 +35,7 @@ class PhaseKind:
     run: str | None = None
     models: tuple[str, ...] = ()  # model `_target_`s the phase can build on (empty: it takes none)
     model_hint: str = ""  # a model= option that fits, for the error message
-    # ... and any factory marked as building this kind (a plugin's: meeple.nets.actor_critic
+    # ... and any factory marked as building this kind (a plugin's: meeple.nets.kinds
     # .mark_actor_critic_factory), found by importing the model's `_target_` while validating.
     model_kind: str = ""
 
@@ -60,6 +60,7 @@ def _resolve(path: str) -> Callable[..., Any]:
 
 
 def _kinds() -> dict[str, PhaseKind]:
+    from meeple.nets.kinds import ACTOR_CRITIC
     from meeple.phases.alphazero.schema import AlphaZeroPhase, check_alphazero
     from meeple.phases.bc.schema import BCPhase, check_bc
     from meeple.phases.dqn.schema import DQNPhase, check_dqn
@@ -69,13 +70,13 @@ def _kinds() -> dict[str, PhaseKind]:
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
-                  model_hint="mlp", model_kind="actor_critic"),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
                   models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
                   models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet"),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
-                  model_hint="mlp", model_kind="actor_critic"),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}
@@ -125,7 +126,7 @@ def _declared_kind(target: Any) -> str | None:
     """The model kind a factory declares (``meeple.nets.actor_critic.MODEL_KIND_ATTR``), or None."""
     if not isinstance(target, str) or "." not in target:
         return None
-    from meeple.nets.actor_critic import MODEL_KIND_ATTR
+    from meeple.nets.kinds import MODEL_KIND_ATTR
 
     module, _, name = target.rpartition(".")
     try:

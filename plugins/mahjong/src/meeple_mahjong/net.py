@@ -30,11 +30,11 @@ from torchrl.modules import ProbabilisticActor
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import (
     OBS_KEY,
-    mark_actor_critic_factory,
     num_actions,
     observation_shape,
     shared_heads,
 )
+from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
 
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
