@@ -123,8 +123,11 @@ def _check_model(cfg: DictConfig, kind: PhaseKind) -> None:
 
 
 def _declared_kind(target: Any) -> str | None:
-    """The model kind a factory declares (``meeple.nets.actor_critic.MODEL_KIND_ATTR``), or None."""
-    if not isinstance(target, str) or "." not in target:
+    """The model kind a plugin's factory declares (``meeple.nets.kinds.MODEL_KIND_ATTR``), or None.
+
+    The core's factories are listed in ``PhaseKind.models`` and never imported here: a config
+    mistake with a core model stays a one-line error without importing torch."""
+    if not isinstance(target, str) or "." not in target or target.startswith("meeple."):
         return None
     from meeple.nets.kinds import MODEL_KIND_ATTR
 
