@@ -91,6 +91,18 @@ class RolloutCheckpoint(Checkpoint):
         if improved or last or rollout % self.every_n_rollouts == 0:
             self.save(trainer, best=improved)
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A validation inside an epoch (BC's val_every_n_steps) that improves ``monitor`` saves then,
+        # by step; one at an epoch's end is handled by on_train_epoch_end as before.
+        if trainer.sanity_checking or trainer.state.fn != "fit" or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            return
+        score = self._score(trainer)
+        if score is not None and (
+            self.best_score is None or (score > self.best_score if self.mode == "max" else score < self.best_score)
+        ):
+            self.best_score = score
+            self.save(trainer, best=True)
+
     def _score(self, trainer: L.Trainer) -> float | None:
         if not self.monitor or self.monitor not in trainer.callback_metrics:
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import lightning as L
 
@@ -14,3 +15,5 @@ class PhaseParts:
     max_epochs: int  # rollouts (PPO) or iterations (AlphaZero)
     # Callbacks the phase cannot run without, placed before the configurable bag.
     callbacks: dict[str, L.Callback] = field(default_factory=dict)
+    # Trainer arguments the phase sets (e.g. BC's val_check_interval), over the stage's defaults.
+    trainer: dict[str, Any] = field(default_factory=dict)

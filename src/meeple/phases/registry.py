@@ -35,6 +35,9 @@ class PhaseKind:
     run: str | None = None
     models: tuple[str, ...] = ()  # model `_target_`s the phase can build on (empty: it takes none)
     model_hint: str = ""  # a model= option that fits, for the error message
+    # ... and any factory marked as building this kind (a plugin's: meeple.nets.kinds
+    # .mark_actor_critic_factory), found by importing the model's `_target_` while validating.
+    model_kind: str = ""
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -57,6 +60,7 @@ def _resolve(path: str) -> Callable[..., Any]:
 
 
 def _kinds() -> dict[str, PhaseKind]:
+    from meeple.nets.kinds import ACTOR_CRITIC
     from meeple.phases.alphazero.schema import AlphaZeroPhase, check_alphazero
     from meeple.phases.bc.schema import BCPhase, check_bc
     from meeple.phases.dqn.schema import DQNPhase, check_dqn
@@ -66,13 +70,13 @@ def _kinds() -> dict[str, PhaseKind]:
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
-                  model_hint="mlp"),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
                   models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
                   models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet"),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
-                  model_hint="mlp"),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}
@@ -109,8 +113,28 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
 def _check_model(cfg: DictConfig, kind: PhaseKind) -> None:
     """A model group that the phase cannot build on names the group to change with it."""
     target = (cfg.get("model") or {}).get("_target_")
-    if kind.models and target not in kind.models:
-        raise ConfigError(
-            f"model {target!r} does not fit phase={kind.name}; accepted: a model built by "
-            f"{' or '.join(kind.models)}: change model= with phase= (e.g. model={kind.model_hint})"
-        )
+    if not kind.models or target in kind.models or (kind.model_kind and _declared_kind(target) == kind.model_kind):
+        return
+    marked = f" or a factory marked as building {kind.model_kind!r} models" if kind.model_kind else ""
+    raise ConfigError(
+        f"model {target!r} does not fit phase={kind.name}; accepted: a model built by "
+        f"{' or '.join(kind.models)}{marked}: change model= with phase= (e.g. model={kind.model_hint})"
+    )
+
+
+def _declared_kind(target: Any) -> str | None:
+    """The model kind a plugin's factory declares (``meeple.nets.kinds.MODEL_KIND_ATTR``), or None.
+
+    The core's factories are listed in ``PhaseKind.models`` and never imported here: a config
+    mistake with a core model stays a one-line error without importing torch."""
+    if not isinstance(target, str) or "." not in target or target.startswith("meeple."):
+        return None
+    from meeple.nets.kinds import MODEL_KIND_ATTR
+
+    module, _, name = target.rpartition(".")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"model._target_={target!r} cannot be imported ({err}); accepted: an importable "
+                          "model factory, e.g. from an installed plugin") from None
+    return getattr(factory, MODEL_KIND_ATTR, None)

@@ -58,6 +58,7 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
         max_epochs=parts.max_epochs,
         callbacks=list(callbacks.values()),
         enable_progress_bar="progress" in callbacks,
+        **parts.trainer,
     )
     return StageBuild(seeds, parts.module, parts.datamodule, callbacks, trainer_kwargs)
 

@@ -12,11 +12,12 @@ from omegaconf import DictConfig
 
 from meeple.checkpoint.actor import checkpoint_file
 from meeple.env_factory import env_source
+from meeple.errors import ConfigError
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
-from meeple.phases.bc.data import DemonstrationDataModule
+from meeple.phases.bc.data import DemonstrationDataModule, ExternalDataModule
 from meeple.phases.bc.dataset import DatasetError, Demonstrations, load_demonstrations
-from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, BCModule
+from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, AuxTarget, BCModule
 from meeple.phases.bc.record import checkpoint_policy, record_to, scripted_policy
 from meeple.phases.bc.schema import BCPhase, BCRecord
 from meeple.phases.parts import PhaseParts
@@ -25,7 +26,7 @@ from meeple.seeding import Component, PhaseSeeds, seed_process
 log = logging.getLogger(__name__)
 
 
-def build_bc_module(phase_cfg: DictConfig, phase: BCPhase, actor, critic) -> BCModule:
+def build_bc_module(phase_cfg: DictConfig, phase: BCPhase, actor, critic, aux=None) -> BCModule:
     """``phase.module`` around the networks, with the optimiser and the loss settings."""
     return instantiate(phase_cfg.module)(
         actor,
@@ -35,7 +36,47 @@ def build_bc_module(phase_cfg: DictConfig, phase: BCPhase, actor, critic) -> BCM
         max_grad_norm=phase.max_grad_norm,
         warmup=phase.warmup,
         schedule=phase.schedule,
+        lr_floor=phase.lr_floor,
+        no_decay_norms_biases=phase.no_decay_norms_biases,
+        aux=aux,
+        aux_targets={name: AuxTarget(a.output, a.target, a.loss) for name, a in phase.aux.items()},
+        aux_coef=phase.aux_coef,
+        weight_key=phase.weight_key,
+        categories=phase.categories,
     )
+
+
+def build_networks(model_cfg: DictConfig, observation_spec, action_spec, *, with_aux: bool):
+    """``(actor, critic, aux)`` from ``conf/model``; ``aux`` (None unless asked for) is the module
+    writing the auxiliary outputs, from a factory that takes ``with_aux=True`` and then returns
+    three parts (meeple_mahjong.net.build_mahjong_actor_critic does)."""
+    factory = instantiate(model_cfg)
+    if not with_aux:
+        actor, critic = factory(observation_spec, action_spec)
+        return actor, critic, None
+    try:
+        actor, critic, aux = factory(observation_spec, action_spec, with_aux=True)
+    except TypeError as err:
+        if "with_aux" not in str(err):
+            raise
+        raise ConfigError(
+            f"phase.aux needs auxiliary outputs but model {model_cfg.get('_target_')!r} cannot build them "
+            f"({err}); accepted: a model factory taking with_aux=True, or phase.aux_coef=0"
+        ) from None
+    return actor, critic, aux
+
+
+def _check_aux_outputs(aux, phase: BCPhase) -> None:
+    """Every ``phase.aux.*.output`` is a key the model's aux module writes."""
+    written = {
+        key if isinstance(key, str) else "/".join(key) for key in getattr(aux, "out_keys", [])
+    }
+    for name, target in phase.aux.items():
+        if target.output not in written:
+            raise ConfigError(
+                f"phase.aux.{name}.output={target.output!r} is not an output of the model's aux module; "
+                f"accepted: {', '.join(sorted(written))}"
+            )
 
 
 def ensure_demonstrations(
@@ -107,10 +148,11 @@ def check_fits_env(demos: Demonstrations, observation_spec, action_spec, env_cfg
 
 def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> PhaseParts:
     phase: BCPhase = typed["phase"]
-    phase_cfg = cfg.phase
     envs = env_source(cfg.env, cfg.transport, seed=seeds.seed(Component.ENV))
     env_cfg, transport_cfg = envs.env_cfg, envs.transport_cfg
     observation_spec, action_spec = envs.observation_spec, envs.action_spec
+    if phase.data.datamodule is not None:
+        return build_bc_from_datamodule(cfg, typed, seeds, envs)
 
     demos = ensure_demonstrations(
         phase.data.path,
@@ -120,11 +162,7 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
         transport=transport_cfg,
     )
     check_fits_env(demos, observation_spec, action_spec, env_cfg)
-    seed_process(seeds.seed(Component.MODEL_INIT))
-    actor, critic = instantiate(cfg.model)(observation_spec, action_spec)
-    if typed["hardware"].compile:
-        compile_networks(actor, critic)
-    module = build_bc_module(phase_cfg, phase, actor, critic)
+    module = _module(cfg, typed, seeds, envs)
     datamodule = DemonstrationDataModule(
         demos,
         seeds=seeds,
@@ -149,6 +187,43 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
             demos.path,
         )
 
+    return _parts(phase, module, datamodule)
+
+
+def build_bc_from_datamodule(
+    cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds, envs
+) -> PhaseParts:
+    """BC on the batches of ``phase.data.datamodule`` (called with ``batch_size`` and ``seed``);
+    the env still gives the networks their specs and plays the greedy evaluation."""
+    phase: BCPhase = typed["phase"]
+    inner = instantiate(
+        cfg.phase.data.datamodule, batch_size=phase.batch_size, seed=seeds.seed(Component.DATA)
+    )
+    datamodule = ExternalDataModule(inner, seeds=seeds, env_fn=envs.env_fn, batch_unit=envs.unit)
+    module = _module(cfg, typed, seeds, envs)
+    log.info(
+        "behavioral cloning on %s: %d steps per epoch",
+        type(inner).__name__,
+        datamodule.steps_per_epoch,
+    )
+    return _parts(phase, module, datamodule)
+
+
+def _module(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds, envs) -> BCModule:
+    phase: BCPhase = typed["phase"]
+    seed_process(seeds.seed(Component.MODEL_INIT))
+    use_aux = phase.aux_coef > 0 and bool(phase.aux)
+    actor, critic, aux = build_networks(
+        cfg.model, envs.observation_spec, envs.action_spec, with_aux=use_aux
+    )
+    if aux is not None:
+        _check_aux_outputs(aux, phase)
+    if typed["hardware"].compile:
+        compile_networks(*(m for m in (actor, critic, aux) if m is not None))
+    return build_bc_module(cfg.phase, phase, actor, critic, aux)
+
+
+def _parts(phase: BCPhase, module: BCModule, datamodule) -> PhaseParts:
     callbacks = {}
     if phase.early_stop.patience is not None:
         callbacks["early_stop"] = EarlyStopping(
@@ -157,7 +232,15 @@ def build_bc(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> Phase
             patience=phase.early_stop.patience,
             min_delta=phase.early_stop.min_delta,
         )
+    trainer = {}
+    if phase.val_every_n_steps is not None:
+        # Counted over the whole run (not per epoch), so N may exceed an epoch's steps.
+        trainer = {"val_check_interval": phase.val_every_n_steps, "check_val_every_n_epoch": None}
     # phase.callbacks (the greedy evaluation) are built by the stage, after these.
     return PhaseParts(
-        module=module, datamodule=datamodule, max_epochs=phase.max_epochs, callbacks=callbacks
+        module=module,
+        datamodule=datamodule,
+        max_epochs=phase.max_epochs,
+        callbacks=callbacks,
+        trainer=trainer,
     )

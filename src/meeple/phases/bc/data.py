@@ -130,3 +130,80 @@ class FixedBatches(IterableDataset):
     def __iter__(self) -> Iterator[TensorDictBase]:
         for start in range(0, len(self.index), self.dm.batch_size):
             yield self.dm.batch(self.index[start : start + self.dm.batch_size])
+
+
+class ExternalDataModule(SeedStreams, L.LightningDataModule):
+    """The data module ``phase.data.datamodule`` builds (a plugin's corpus loader, say), with what
+    the phase adds around it: the env greedy evaluation plays (``env_fn``, ``batch_unit``) and the
+    seed streams checkpoints save.
+
+    What the inner module must provide: ``train_dataloader()`` (TensorDicts or dicts of tensors
+    with ``action``, the model's inputs and any target ``phase.aux`` names), ``steps_per_epoch``
+    (the LR schedule's length), and optionally ``val_dataloader()``, ``frames`` (training samples
+    seen), ``state_dict()`` / ``load_state_dict()`` (an exact resume) and ``setup``/``teardown``.
+    """
+
+    def __init__(
+        self,
+        inner: L.LightningDataModule,
+        *,
+        seeds: PhaseSeeds,
+        env_fn: Callable[..., EnvBase] | None = None,
+        batch_unit: int = 1,
+    ) -> None:
+        super().__init__()
+        missing = [
+            name for name in ("train_dataloader", "steps_per_epoch") if not hasattr(inner, name)
+        ]
+        if missing:
+            raise TypeError(
+                f"phase.data.datamodule built a {type(inner).__name__} without {', '.join(missing)}; accepted: "
+                "a LightningDataModule with train_dataloader() and steps_per_epoch"
+            )
+        self.inner = inner
+        self.seeds = seeds
+        self.env_fn = env_fn
+        self.batch_unit = batch_unit
+        self._streams: dict[Component, SeedStream] = {}
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return int(self.inner.steps_per_epoch)
+
+    @property
+    def frames(self) -> int:
+        return int(getattr(self.inner, "frames", 0))
+
+    def prepare_data(self) -> None:
+        if hasattr(self.inner, "prepare_data"):
+            self.inner.prepare_data()
+
+    def setup(self, stage: str) -> None:
+        if hasattr(self.inner, "setup"):
+            self.inner.setup(stage)
+
+    def teardown(self, stage: str) -> None:
+        if hasattr(self.inner, "teardown"):
+            self.inner.teardown(stage)
+
+    def train_dataloader(self):
+        return self.inner.train_dataloader()
+
+    def val_dataloader(self):
+        return self.inner.val_dataloader() if _provides(self.inner, "val_dataloader") else []
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict() if hasattr(self.inner, "state_dict") else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if hasattr(self.inner, "load_state_dict"):
+            self.inner.load_state_dict(state)
+
+
+def _provides(inner: object, hook: str) -> bool:
+    """Whether ``inner`` implements ``hook`` (LightningDataModule's own raises when called)."""
+    if isinstance(inner, L.LightningDataModule):
+        from lightning.pytorch.utilities.model_helpers import is_overridden
+
+        return is_overridden(hook, inner, L.LightningDataModule)
+    return hasattr(inner, hook)

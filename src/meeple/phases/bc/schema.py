@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from meeple.errors import ConfigError
 
 SCHEDULES = ("cosine", "constant")
+AUX_LOSSES = ("ce", "bce")  # meeple.phases.bc.module.auxiliary_loss
 
 
 @dataclass
@@ -34,6 +35,9 @@ class BCRecord:
 class BCData:
     path: str = "???"
     record: BCRecord | None = None
+    # A `_target_` node building a LightningDataModule (e.g. a plugin's corpus loader), called with
+    # batch_size= and seed= (the phase's DATA seed); replaces path/record/val_fraction/split_seed.
+    datamodule: Any = None
     val_fraction: float = 0.1  # share of episodes held out for validation
     split_seed: int = 0  # which episodes are held out (fixed across training seeds)
 
@@ -42,6 +46,15 @@ class BCData:
 class BCEarlyStop:
     patience: int | None = 5  # epochs without a lower val/policy_ce; null: never stop early
     min_delta: float = 0.0
+
+
+@dataclass
+class BCAux:
+    """One auxiliary loss: the model's ``output`` logits against the batch's ``target``."""
+
+    output: str = "???"
+    target: str = "???"
+    loss: str = "ce"  # ce (class index target) | bce (0/1 target per output)
 
 
 @dataclass
@@ -64,7 +77,16 @@ class BCPhase:
     weight_decay: float = 1.0e-4
     warmup: float = 0.05  # share of all optimiser steps with a linear warm-up
     schedule: str = "cosine"  # cosine | constant (after the warm-up)
+    lr_floor: float = 0.0  # cosine ends at lr * lr_floor
+    no_decay_norms_biases: bool = False  # AdamW param groups: no weight decay on 1-D parameters
     value_coef: float = 0.5  # 0: policy only
+    aux_coef: float = 0.0  # weight of the summed auxiliary losses; 0: none trained
+    aux: dict[str, BCAux] = field(default_factory=dict)
+    weight_key: str | None = "weight"  # batch key of per-sample loss weights, used when present
+    categories: dict[str, list[int]] = field(
+        default_factory=dict
+    )  # name -> values of batch `category`
+    val_every_n_steps: int | None = None  # null: validate once per epoch
     max_grad_norm: float | None = 1.0
     early_stop: BCEarlyStop = field(default_factory=BCEarlyStop)
     eval: BCEval = field(default_factory=BCEval)
@@ -103,19 +125,40 @@ def check_bc(cfg: DictConfig, phase: BCPhase) -> None:
         value = getattr(phase.eval, name)
         _require(value >= 1, f"phase.eval.{name}", value, "an integer >= 1")
 
+    _require(0 <= phase.lr_floor <= 1, "phase.lr_floor", phase.lr_floor, "a float in [0, 1]")
+    _require(
+        phase.aux_coef >= 0, "phase.aux_coef", phase.aux_coef, "a float >= 0 (0: no auxiliary loss)"
+    )
+    for name, aux in phase.aux.items():
+        _require(aux.loss in AUX_LOSSES, f"phase.aux.{name}.loss", aux.loss, ", ".join(AUX_LOSSES))
+        for key in ("output", "target"):
+            value = getattr(aux, key)
+            _require(bool(value), f"phase.aux.{name}.{key}", value, "a batch or model output key")
+    for name, ids in phase.categories.items():
+        _require(bool(ids), f"phase.categories.{name}", ids, "a non-empty list of category values")
+    _require(
+        phase.val_every_n_steps is None or phase.val_every_n_steps >= 1,
+        "phase.val_every_n_steps",
+        phase.val_every_n_steps,
+        "null (once per epoch) or an integer >= 1",
+    )
+
     data = phase.data
-    _require(
-        bool(data.path) and data.path != "???",
-        "phase.data.path",
-        data.path,
-        "a folder holding (or to hold) a demonstration dataset",
-    )
-    _require(
-        0 <= data.val_fraction < 1,
-        "phase.data.val_fraction",
-        data.val_fraction,
-        "a float in [0, 1)",
-    )
+    if data.datamodule is not None:
+        _check_datamodule(data)
+    else:
+        _require(
+            bool(data.path) and data.path != "???",
+            "phase.data.path",
+            data.path,
+            "a folder holding (or to hold) a demonstration dataset",
+        )
+        _require(
+            0 <= data.val_fraction < 1,
+            "phase.data.val_fraction",
+            data.val_fraction,
+            "a float in [0, 1)",
+        )
     stop = phase.early_stop
     _require(
         stop.patience is None or stop.patience >= 1,
@@ -124,17 +167,37 @@ def check_bc(cfg: DictConfig, phase: BCPhase) -> None:
         "null (never stop early) or an integer >= 1",
     )
     _require(stop.min_delta >= 0, "phase.early_stop.min_delta", stop.min_delta, "a float >= 0")
-    if stop.patience is not None and data.val_fraction == 0:
+    if stop.patience is not None and data.datamodule is None and data.val_fraction == 0:
         raise ConfigError(
             "phase.early_stop.patience needs a validation split, but phase.data.val_fraction=0; "
             "accepted: phase.data.val_fraction in (0, 1), or phase.early_stop.patience=null"
         )
-    if data.record is not None:
+    if data.record is not None and data.datamodule is None:
         _check_record(data.record)
 
     env = cfg.get("env")
     if env is None or "backend" not in env:
         raise ConfigError("env.backend is missing; choose an env with env=<name>")
+
+
+def _check_datamodule(data: BCData) -> None:
+    """``phase.data.datamodule`` replaces the demonstration dataset: nothing may ask to record one."""
+    if not (isinstance(data.datamodule, dict) and "_target_" in data.datamodule):
+        raise ConfigError(
+            f"phase.data.datamodule={data.datamodule!r} is not allowed; accepted: null (the demonstration "
+            "dataset at phase.data.path) or a node with _target_ naming a LightningDataModule"
+        )
+    record = data.record
+    sources = [
+        name
+        for name in ("policy", "checkpoint")
+        if record is not None and getattr(record, name) is not None
+    ]
+    if sources:
+        raise ConfigError(
+            f"phase.data.datamodule and phase.data.record.{sources[0]} are both set; accepted: one data source "
+            "(phase.data.record=null with a datamodule)"
+        )
 
 
 def _check_record(record: BCRecord) -> None:

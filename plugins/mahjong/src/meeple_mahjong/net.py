@@ -1,0 +1,226 @@
+"""The mahjong network: a squeeze-excitation ResNet over the 34 tile kinds (docs/mahjong_model.md).
+
+One observation is 84 planes x 34 kinds (docs/mahjong_encoding.md). Convolutions run along the
+kinds (a 3-wide kernel sees neighbouring ranks: runs, suji) with the planes as input channels;
+GroupNorm rather than BatchNorm, so a PPO minibatch, a one-table evaluation and a BC batch of
+2,048 normalise alike; squeeze-excitation lets each block reweight its channels from the whole
+hand. A 1x1 "neck" and one linear layer turn the tile features into the ``hidden`` vector that
+every head reads:
+
+- policy: 155 logits (masked by ``action_mask`` in the actor's distribution and in BC's loss),
+- value: one scalar,
+- auxiliary (BC targets, ``with_aux=True``): final rank (4 logits), per-opponent tenpai
+  (3 logits) and per-kind deal-in danger (34 logits).
+
+:func:`build_mahjong_actor_critic` returns the same TorchRL actor (ProbabilisticActor over a
+masked categorical) and critic (ValueOperator) on one shared trunk as the core model factories,
+so PPO (phase 3) builds it unchanged; BC asks for the auxiliary heads too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+from torchrl.data import Composite, TensorSpec
+from torchrl.modules import ProbabilisticActor
+
+from meeple.errors import ConfigError
+from meeple.nets.actor_critic import (
+    OBS_KEY,
+    num_actions,
+    observation_shape,
+    shared_heads,
+)
+from meeple.nets.kinds import mark_actor_critic_factory
+from meeple.nets.mlp import orthogonal_linear
+
+ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
+HIDDEN_KEY = "hidden"
+# Auxiliary outputs (logits) and their widths: what BC's `phase.aux` names as `output`.
+AUX_OUTPUTS = {"aux_rank": 4, "aux_tenpai": 3, "aux_danger": 34}
+HIDDEN_GAIN = math.sqrt(2)  # ReLU layers
+LOGIT_GAIN = 0.01  # policy and auxiliary logits start near uniform
+VALUE_GAIN = 1.0
+
+
+def _conv(in_channels: int, out_channels: int, kernel: int) -> nn.Conv1d:
+    conv = nn.Conv1d(in_channels, out_channels, kernel, padding=kernel // 2)
+    nn.init.orthogonal_(conv.weight, HIDDEN_GAIN)
+    nn.init.zeros_(conv.bias)
+    return conv
+
+
+class SqueezeExcitation(nn.Module):
+    """Channel gates from the mean over the kinds: x * sigmoid(W2 relu(W1 mean(x)))."""
+
+    def __init__(self, channels: int, ratio: int) -> None:
+        super().__init__()
+        squeezed = max(channels // ratio, 1)
+        self.reduce = orthogonal_linear(channels, squeezed, HIDDEN_GAIN)
+        self.expand = orthogonal_linear(squeezed, channels, 1.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(self.expand(torch.relu(self.reduce(x.mean(-1)))))
+        return x * gate.unsqueeze(-1)
+
+
+class SEResidualBlock(nn.Module):
+    """conv-GN-ReLU-conv-GN-SE plus the skip, then ReLU. The second GroupNorm's scale starts at
+    0, so every block starts as the identity and 40 of them train from the first step."""
+
+    def __init__(self, channels: int, groups: int, se_ratio: int) -> None:
+        super().__init__()
+        self.conv1 = _conv(channels, channels, 3)
+        self.norm1 = nn.GroupNorm(groups, channels)
+        self.conv2 = _conv(channels, channels, 3)
+        self.norm2 = nn.GroupNorm(groups, channels)
+        nn.init.zeros_(self.norm2.weight)
+        self.se = SqueezeExcitation(channels, se_ratio)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.norm1(self.conv1(x)))
+        y = self.se(self.norm2(self.conv2(y)))
+        return torch.relu(x + y)
+
+
+class MahjongTrunk(nn.Module):
+    """``(..., planes, 34)`` (and the oracle planes when ``oracle_planes`` > 0) -> ``(..., hidden)``."""
+
+    def __init__(
+        self,
+        planes: int,
+        width: int,
+        *,
+        blocks: int,
+        channels: int,
+        groups: int,
+        se_ratio: int,
+        neck: int,
+        hidden: int,
+        oracle_planes: int = 0,
+    ) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            _conv(planes + oracle_planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
+        )
+        self.blocks = nn.Sequential(
+            *(SEResidualBlock(channels, groups, se_ratio) for _ in range(blocks))
+        )
+        self.neck = nn.Sequential(_conv(channels, neck, 1), nn.ReLU(), nn.Flatten(-2))
+        self.project = nn.Sequential(
+            orthogonal_linear(neck * width, hidden, HIDDEN_GAIN), nn.ReLU()
+        )
+
+    def forward(
+        self, observation: torch.Tensor, oracle: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = observation if oracle is None else torch.cat([observation, oracle], dim=-2)
+        lead = x.shape[:-2]  # any batch dims in front (collectors, BC batches)
+        x = x.reshape(-1, *x.shape[-2:])
+        y = self.project(self.neck(self.blocks(self.stem(x))))
+        return y.reshape(*lead, y.shape[-1])
+
+
+class AuxiliaryHeads(nn.Module):
+    """``hidden`` -> the logits of :data:`AUX_OUTPUTS`, in that order."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(
+            orthogonal_linear(hidden, n, LOGIT_GAIN) for n in AUX_OUTPUTS.values()
+        )
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(head(hidden) for head in self.heads)
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            f"model.{name}={value!r} is not allowed; accepted: an integer >= {minimum}"
+        )
+
+
+@mark_actor_critic_factory
+def build_mahjong_actor_critic(
+    observation_spec: Composite,
+    action_spec: TensorSpec,
+    *,
+    blocks: int,
+    channels: int,
+    groups: int = 8,
+    se_ratio: int = 16,
+    neck: int = 32,
+    hidden: int = 256,
+    oracle_planes: int = 0,
+    with_aux: bool = False,
+) -> (
+    tuple[ProbabilisticActor, TensorDictModule]
+    | tuple[ProbabilisticActor, TensorDictModule, TensorDictSequential]
+):
+    """Actor and critic on one SE-ResNet trunk; with ``with_aux`` also the auxiliary module
+    (trunk + :class:`AuxiliaryHeads`, writing :data:`AUX_OUTPUTS`), sharing the trunk's weights.
+
+    ``oracle_planes`` > 0 widens the stem to read the env's ``oracle`` planes too (phase 2).
+    """
+    shape = observation_shape(observation_spec)
+    if len(shape) != 2:
+        raise ConfigError(
+            f"model mahjong_resnet reads (planes, 34) observations; the env's are {shape}"
+        )
+    for name, value, minimum in (
+        ("blocks", blocks, 0),
+        ("channels", channels, 1),
+        ("groups", groups, 1),
+        ("se_ratio", se_ratio, 1),
+        ("neck", neck, 1),
+        ("hidden", hidden, 1),
+        ("oracle_planes", oracle_planes, 0),
+    ):
+        _positive(name, value, minimum)
+    if channels % groups:
+        raise ConfigError(
+            f"model.groups={groups} does not divide model.channels={channels}; accepted: a divisor "
+            "of channels (GroupNorm)"
+        )
+    in_keys = [OBS_KEY]
+    if oracle_planes:
+        if ORACLE_KEY not in observation_spec.keys():
+            raise ConfigError(
+                f"model.oracle_planes={oracle_planes} but the env has no {ORACLE_KEY!r} observation; "
+                "accepted: env.oracle=true, or model.oracle_planes=0"
+            )
+        oracle_shape = tuple(observation_spec[ORACLE_KEY].shape[len(observation_spec.shape) :])
+        if oracle_shape != (oracle_planes, shape[1]):
+            raise ConfigError(
+                f"model.oracle_planes={oracle_planes} but the env's oracle planes are {oracle_shape}; "
+                f"accepted: model.oracle_planes={oracle_shape[0]}"
+            )
+        in_keys.append(ORACLE_KEY)
+    planes, width = shape
+    trunk = TensorDictModule(
+        MahjongTrunk(
+            planes,
+            width,
+            blocks=blocks,
+            channels=channels,
+            groups=groups,
+            se_ratio=se_ratio,
+            neck=neck,
+            hidden=hidden,
+            oracle_planes=oracle_planes,
+        ),
+        in_keys,
+        [HIDDEN_KEY],
+    )
+    num_actions(action_spec)  # a discrete action spec, or a clear error
+    actor, critic = shared_heads(trunk, hidden, observation_spec, action_spec)
+    if not with_aux:
+        return actor, critic
+    aux = TensorDictSequential(
+        trunk, TensorDictModule(AuxiliaryHeads(hidden), [HIDDEN_KEY], list(AUX_OUTPUTS))
+    )
+    return actor, critic, aux

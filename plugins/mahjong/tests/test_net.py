@@ -1,0 +1,224 @@
+"""The mahjong SE-ResNet (meeple_mahjong.net): sizes, heads, masking, registry, and BC on it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torchrl.data import Binary, Categorical, Composite, Unbounded
+from torchrl.envs import ExplorationType, set_exploration_type
+
+from meeple.config.compose import compose_config
+from meeple.errors import ConfigError
+from meeple.phases.registry import validate
+from meeple_mahjong.net import AUX_OUTPUTS, build_mahjong_actor_critic
+
+OBS = Composite(
+    observation=Unbounded((84, 34)),
+    action_mask=Binary(n=155, shape=(155,), dtype=torch.bool),
+)
+ACTIONS = Categorical(155)
+TINY = dict(blocks=2, channels=16, groups=4, neck=8, hidden=32)
+HERE = Path(__file__).resolve().parent
+
+
+def _params(*modules) -> int:
+    return sum(p.numel() for p in torch.nn.ModuleList(modules).parameters())
+
+
+def test_gpu_size_has_the_specs_parameter_count():
+    """40 blocks x 256 channels: 16.70M parameters (the issue's ~16.7M), 15.8M of them in the
+    blocks' convolutions; the heads' share is the neck (1x1 to 32 channels) and a 384-wide layer."""
+    with torch.device("meta"):  # sizes only: no memory, no orthogonal init
+        actor, critic, aux = build_mahjong_actor_critic(
+            OBS, ACTIONS, blocks=40, channels=256, groups=32, hidden=384, with_aux=True
+        )
+    assert _params(actor, critic, aux) == 16_696_165
+    assert _params(actor, critic) == 16_696_165 - (384 + 1) * sum(AUX_OUTPUTS.values())
+
+
+def test_heads_shapes_masking_and_batch_dims():
+    torch.manual_seed(0)
+    actor, critic, aux = build_mahjong_actor_critic(OBS, ACTIONS, **TINY, with_aux=True)
+    td = OBS.rand((2, 3))  # any batch dims in front (collectors stack envs x time)
+    td["action_mask"][..., :] = False
+    td["action_mask"][..., [5, 40, 153]] = True
+    with set_exploration_type(ExplorationType.RANDOM):
+        out = actor(td.clone())
+    assert out["logits"].shape == (2, 3, 155)
+    assert torch.isin(out["action"], torch.tensor([5, 40, 153])).all()  # only legal actions
+    assert critic(td.clone())["state_value"].shape == (2, 3, 1)
+    extra = aux(td.clone())
+    for key, width in AUX_OUTPUTS.items():
+        assert extra[key].shape == (2, 3, width)
+    # Orthogonal heads at gain 0.01: the policy starts near uniform, the value does not.
+    assert out["logits"].abs().max() < 0.5
+
+
+def test_blocks_start_as_the_identity_and_share_one_trunk():
+    torch.manual_seed(0)
+    actor, critic, aux = build_mahjong_actor_critic(OBS, ACTIONS, **TINY, with_aux=True)
+    trunk = actor.module[0].module
+    assert critic.module[0] is actor.module[0] and aux.module[0] is actor.module[0]
+    x = torch.relu(torch.randn(4, 16, 34))  # what the stem hands the first block
+    assert torch.allclose(trunk.blocks(x), x)
+
+
+def test_bf16_autocast_forward():
+    torch.manual_seed(0)
+    actor, _, aux = build_mahjong_actor_critic(OBS, ACTIONS, **TINY, with_aux=True)
+    td = OBS.rand((4,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = actor.get_dist_params(td.clone())["logits"]
+        danger = aux(td.clone())["aux_danger"]
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+    assert danger.shape == (4, 34)
+
+
+def test_oracle_stem_reads_the_oracle_planes():
+    spec = OBS.clone()
+    spec["oracle"] = Unbounded((205, 34))
+    actor, _ = build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=205)
+    assert actor.module[0].in_keys == ["observation", "oracle"]
+    assert actor.module[0].module.stem[0].in_channels == 84 + 205
+    assert actor.get_dist_params(spec.rand((2,)))["logits"].shape == (2, 155)
+    with pytest.raises(
+        ConfigError, match="env has no 'oracle' observation; accepted: env.oracle=true"
+    ):
+        build_mahjong_actor_critic(OBS, ACTIONS, **TINY, oracle_planes=205)
+    with pytest.raises(ConfigError, match="accepted: model.oracle_planes=205"):
+        build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=200)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(groups=5), "model.groups=5 does not divide model.channels=16"),
+        (dict(blocks=-1), "model.blocks=-1 is not allowed; accepted: an integer >= 0"),
+        (dict(hidden=0), "model.hidden=0 is not allowed; accepted: an integer >= 1"),
+    ],
+)
+def test_bad_sizes_name_the_key(options, message):
+    with pytest.raises(ConfigError, match=message):
+        build_mahjong_actor_critic(OBS, ACTIONS, **{**TINY, **options})
+
+
+def test_phases_that_take_actor_critic_models_accept_it():
+    validate(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=ppo"]))
+    validate(
+        compose_config(
+            ["env=mahjong", "model=mahjong_resnet", "phase=bc", "phase.data.record=null"]
+        )
+    )
+    with pytest.raises(
+        ConfigError, match="does not fit phase=alphazero; accepted: a model built by"
+    ):
+        validate(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=alphazero"]))
+
+
+# -- BC on a mahjong-shaped corpus --------------------------------------------------------------
+BC = [
+    "env=mahjong",
+    "model=mahjong_resnet",
+    "phase=mahjong_bc",  # the phase-1 loss: aux heads, weights, categories, param groups, LR floor
+    "callbacks.progress=null",
+    "tracking=none",
+    "checkpoint=none",
+    "phase.data.datamodule={_target_:synthetic_corpus.SyntheticCorpus}",
+]
+
+
+def test_bc_on_a_synthetic_corpus_lowers_validation_cross_entropy(tmp_path, monkeypatch):
+    """2,048 synthetic decisions, batch 128, 4 epochs (64 steps) of a 2 x 16 network (hidden 128),
+    validation every 16 steps, phase=mahjong_bc's losses and schedule. Measured: val CE 0.008 from
+    ln(legal actions) = 2.28 untrained, accuracy 1.0, rank CE 0.05, tenpai BCE 0.57 (ln 2 = 0.69
+    untrained); danger (random bits of plane 5) stays at 0.71. About 3 s."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))  # the config names synthetic_corpus.SyntheticCorpus
+    from synthetic_corpus import synthetic_samples
+
+    from meeple.cli.train import train
+
+    val = synthetic_samples(512, seed=2)
+    untrained_ce = val["action_mask"].sum(-1).float().log().mean().item()  # uniform over the legal
+    metrics = train(
+        compose_config(
+            [
+                *BC,
+                *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()),
+                "phase.max_epochs=4",
+                "phase.batch_size=128",
+                "phase.lr=1e-2",
+                "phase.val_every_n_steps=16",
+                "phase.early_stop.patience=3",
+                "phase.eval.episodes=1",
+                "phase.eval.max_steps=5",
+                "phase.eval.every_n_epochs=3",
+            ]
+        )
+    )
+    assert metrics["val/policy_ce"] < 0.1 * untrained_ce, (untrained_ce, metrics)
+    for key in (
+        "val/accuracy_discard",
+        "val/accuracy_riichi",
+        "val/accuracy_top3",
+        "val/aux_rank",
+        "val/aux_tenpai",
+        "val/aux_danger",
+        "loss/aux_danger",
+        "train/grad_norm",
+        "eval/episode_return",
+    ):
+        assert key in metrics, sorted(metrics)
+    assert "val/accuracy_call" not in metrics  # no call in this corpus: no key rather than 0/0
+    assert metrics["val/aux_tenpai"] < math.log(2)  # learned beyond the uniform BCE
+    assert metrics["train/samples"] == 4 * 2048
+
+
+def test_bc_under_bf16_autocast(tmp_path, monkeypatch):
+    """The GPU profiles' precision (bf16-mixed) on the CPU, the same 64 steps as above: measured val CE
+    0.009 (float32: 0.008). About 2 s."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    from meeple.cli.train import train
+
+    metrics = train(
+        compose_config(
+            [
+                *BC,
+                *(f"model.{k}={v}" for k, v in {**TINY, "hidden": 128}.items()),
+                "phase.max_epochs=4",
+                "phase.batch_size=128",
+                "phase.lr=1e-2",
+                "phase.callbacks.eval=null",
+                "phase.val_every_n_steps=16",
+                "hardware.precision=bf16-mixed",
+            ]
+        )
+    )
+    assert math.isfinite(metrics["train/grad_norm"]) and metrics["val/policy_ce"] < 0.2, metrics
+
+
+def test_ppo_trains_the_same_network(tmp_path, monkeypatch):
+    """Phase 3's use: PPO builds the factory without aux heads and trains one tiny rollout (~3 s)."""
+    monkeypatch.chdir(tmp_path)
+    from meeple.cli.train import train
+
+    metrics = train(
+        compose_config(
+            [
+                "env=mahjong",
+                "model=mahjong_resnet",
+                "phase=ppo",
+                "debug=tiny",
+                "tracking=none",
+                "callbacks.progress=null",
+                "checkpoint=none",
+                "env.num_envs=4",
+                *(f"model.{k}={v}" for k, v in TINY.items()),
+            ]
+        )
+    )
+    assert math.isfinite(metrics["loss/total"]) and "eval/episode_return" in metrics
