@@ -3,9 +3,11 @@
 Any stage whose module has a mahjong ``policy`` (a TorchRL actor over the 84 x 34 planes and
 the 155-action mask) can add it to its phase's ``callbacks``: before the first step it measures
 the untrained network once (``eval/untrained_*``, the baseline a learning claim is read
-against); then every ``every_n_epochs`` epochs, and after the last one, it plays ``games`` game
-indices x 4 rotations of the greedy policy against three copies of ``opponent`` on the native
-batch simulator (meeple_mahjong.policy.PolicyTable, meeple_mahjong.duplicate) and logs:
+against); then it plays ``games`` game indices x 4 rotations of the greedy policy against
+three copies of ``opponent`` on the native batch simulator (meeple_mahjong.policy.PolicyTable,
+meeple_mahjong.duplicate), either at every ``every_n_validations``-th validation (BC: the
+checkpoint a validation saves, and so the stage's gate file, then records the evaluation of
+those very weights) or every ``every_n_epochs`` epochs and after the last one (PPO), and logs:
 
 - ``eval/avg_rank`` (1 = always first, 2.5 = as good as the opponents) with its 95% interval
   ``eval/avg_rank_ci_low`` / ``eval/avg_rank_ci_high`` over game indices (the four rotations of
@@ -63,12 +65,17 @@ class DuplicateEvaluation(L.Callback):
     """Duplicate evaluation of ``pl_module.policy`` against three ``opponent`` bots."""
 
     def __init__(self, *, games: int, opponent: str = "rule", seed: int = 0, every_n_epochs: int = 1,
-                 first_game: int = 0, chunk: int = 32, threads: int = 1, baseline: bool = True,
-                 rules: dict[str, Any] | None = None) -> None:
+                 every_n_validations: int | None = None, first_game: int = 0, chunk: int = 32,
+                 threads: int = 1, baseline: bool = True, rules: dict[str, Any] | None = None) -> None:
         if games < 1:
             raise ValueError(f"duplicate evaluation games={games}; accepted: an integer >= 1")
         if every_n_epochs < 1:
             raise ValueError(f"duplicate evaluation every_n_epochs={every_n_epochs}; accepted: an integer >= 1")
+        if every_n_validations is not None and every_n_validations < 1:
+            raise ValueError(f"duplicate evaluation every_n_validations={every_n_validations}; accepted: "
+                             "null (evaluate at epoch ends) or an integer >= 1")
+        self.every_n_validations = every_n_validations
+        self.validations = 0
         self.opponent = check_bot(opponent, "duplicate evaluation opponent")
         self.games, self.seed, self.first_game = games, seed, first_game
         self.every_n_epochs, self.chunk, self.threads = every_n_epochs, chunk, threads
@@ -103,9 +110,18 @@ class DuplicateEvaluation(L.Callback):
                 logger.log_metrics({UNTRAINED + k: v for k, v in metrics.items()}, step=0)
             self.untrained = metrics
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not (evaluation_due(trainer, self.every_n_epochs) or trainer.should_stop):
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.every_n_validations is None or trainer.sanity_checking:
             return
+        self.validations += 1
+        if self.validations % self.every_n_validations == 0:
+            self._evaluate_and_log(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.every_n_validations is None and (evaluation_due(trainer, self.every_n_epochs) or trainer.should_stop):
+            self._evaluate_and_log(trainer, pl_module)
+
+    def _evaluate_and_log(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         metrics = self.evaluate(pl_module)
         self.history.append({"step": float(trainer.global_step), **metrics})
         for key, value in metrics.items():
@@ -116,11 +132,12 @@ class DuplicateEvaluation(L.Callback):
                 pl_module.log(UNTRAINED + key, self.untrained[key], on_step=False, on_epoch=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": list(self.history), "untrained": self.untrained}
+        return {"history": list(self.history), "untrained": self.untrained, "validations": self.validations}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = list(state["history"])
         self.untrained = state.get("untrained")
+        self.validations = int(state.get("validations", 0))
 
 
 __all__ = ["BOT_NAMES", "RANK_POINTS", "DuplicateEvaluation", "duplicate_metrics"]

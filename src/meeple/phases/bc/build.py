@@ -201,11 +201,9 @@ def build_bc_from_datamodule(
     )
     datamodule = ExternalDataModule(inner, seeds=seeds, env_fn=envs.env_fn, batch_unit=envs.unit)
     module = _module(cfg, typed, seeds, envs)
-    log.info(
-        "behavioral cloning on %s: %d steps per epoch",
-        type(inner).__name__,
-        datamodule.steps_per_epoch,
-    )
+    # Not steps_per_epoch here: a data module may build its data on first use (a corpus from
+    # self-play), which belongs to the fit, not to building (configs are built in tests too).
+    log.info("behavioral cloning on %s", type(inner).__name__)
     return _parts(phase, module, datamodule)
 
 

@@ -140,7 +140,10 @@ class ExternalDataModule(SeedStreams, L.LightningDataModule):
     What the inner module must provide: ``train_dataloader()`` (TensorDicts or dicts of tensors
     with ``action``, the model's inputs and any target ``phase.aux`` names), ``steps_per_epoch``
     (the LR schedule's length), and optionally ``val_dataloader()``, ``frames`` (training samples
-    seen), ``state_dict()`` / ``load_state_dict()`` (an exact resume) and ``setup``/``teardown``.
+    seen), ``state_dict()`` / ``load_state_dict()`` (an exact resume), ``setup``/``teardown`` and
+    the batch hooks ``on_before_batch_transfer`` / ``on_after_batch_transfer`` (which see the
+    trainer as ``self.trainer``, as they would unwrapped: e.g. to count the loader's position
+    when a training step takes a batch).
     """
 
     def __init__(
@@ -153,7 +156,9 @@ class ExternalDataModule(SeedStreams, L.LightningDataModule):
     ) -> None:
         super().__init__()
         missing = [
-            name for name in ("train_dataloader", "steps_per_epoch") if not hasattr(inner, name)
+            # on the class: hasattr on the instance would evaluate a property (and a corpus module
+            # builds its corpus on first use, which belongs to the fit)
+            name for name in ("train_dataloader", "steps_per_epoch") if not hasattr(type(inner), name)
         ]
         if missing:
             raise TypeError(
@@ -179,8 +184,15 @@ class ExternalDataModule(SeedStreams, L.LightningDataModule):
             self.inner.prepare_data()
 
     def setup(self, stage: str) -> None:
+        self.inner.trainer = self.trainer
         if hasattr(self.inner, "setup"):
             self.inner.setup(stage)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return self.inner.on_before_batch_transfer(batch, dataloader_idx)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        return self.inner.on_after_batch_transfer(batch, dataloader_idx)
 
     def teardown(self, stage: str) -> None:
         if hasattr(self.inner, "teardown"):
