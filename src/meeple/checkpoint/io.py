@@ -27,6 +27,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -284,13 +285,50 @@ def from_file_layout(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 class AtomicCheckpointIO(CheckpointIO):
-    """Lightning ``CheckpointIO``: atomic, checksummed writes; verified, code-free loads."""
+    """Lightning ``CheckpointIO``: atomic, checksummed writes; verified, code-free loads.
 
-    def __init__(self) -> None:
+    With ``background=True`` a save serializes the checkpoint at once (the state as it is now)
+    and writes it (steps 2-8, fsyncs included) on one writer thread, in order, while training
+    goes on: a CartPole checkpoint per rollout blocked the loop ~22 ms wall, 4 ms of it CPU
+    (1.3 s of a 60-rollout run's 7.7 s update time). A crash loses at most the writes still
+    queued, never a complete file. :meth:`wait` (and ``teardown``) waits for them and raises the
+    first write error; a failed write also surfaces at the next save.
+    """
+
+    def __init__(self, *, background: bool = False) -> None:
         self._preloaded: dict[str, dict[str, Any]] = {}
+        self.background = background
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
-        save_atomic(to_file_layout(checkpoint), path)
+        data = serialize(to_file_layout(checkpoint))  # 1, now: training changes the state next
+        self.after_writes(lambda: write_atomic(Path(path), data))
+
+    def after_writes(self, task: Callable[[], Any]) -> None:
+        """Run ``task`` once every write queued so far is durable (now, when not in the background)."""
+        if not self.background:
+            task()
+            return
+        self._raise_failed()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meeple-checkpoint")
+        self._pending.append(self._writer.submit(task))
+
+    def wait(self) -> None:
+        """Block until every queued write is done; raise the first one that failed."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def _raise_failed(self) -> None:
+        done = [f for f in self._pending if f.done()]
+        self._pending = [f for f in self._pending if not f.done()]
+        for future in done:
+            future.result()
+
+    def teardown(self) -> None:
+        self.wait()
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
         key = str(Path(path).resolve())
