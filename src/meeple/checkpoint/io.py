@@ -328,7 +328,13 @@ class AtomicCheckpointIO(CheckpointIO):
             future.result()
 
     def teardown(self) -> None:
-        self.wait()
+        """End of a Trainer: every write done, the writer thread gone (a next stage starts another)."""
+        try:
+            self.wait()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown()
+                self._writer = None
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
         key = str(Path(path).resolve())
