@@ -27,7 +27,6 @@ import os
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import torch
 from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
 
 from meeple.errors import MeepleError
+from meeple.writer_thread import WriterThread
 
 log = logging.getLogger(__name__)
 
@@ -298,8 +298,7 @@ class AtomicCheckpointIO(CheckpointIO):
     def __init__(self, *, background: bool = False) -> None:
         self._preloaded: dict[str, dict[str, Any]] = {}
         self.background = background
-        self._writer: ThreadPoolExecutor | None = None
-        self._pending: list[Future] = []
+        self._writer = WriterThread("meeple-checkpoint")
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         data = serialize(to_file_layout(checkpoint))  # 1, now: training changes the state next
@@ -307,34 +306,18 @@ class AtomicCheckpointIO(CheckpointIO):
 
     def after_writes(self, task: Callable[[], Any]) -> None:
         """Run ``task`` once every write queued so far is durable (now, when not in the background)."""
-        if not self.background:
+        if self.background:
+            self._writer.submit(task)
+        else:
             task()
-            return
-        self._raise_failed()
-        if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meeple-checkpoint")
-        self._pending.append(self._writer.submit(task))
 
     def wait(self) -> None:
         """Block until every queued write is done; raise the first one that failed."""
-        pending, self._pending = self._pending, []
-        for future in pending:
-            future.result()
-
-    def _raise_failed(self) -> None:
-        done = [f for f in self._pending if f.done()]
-        self._pending = [f for f in self._pending if not f.done()]
-        for future in done:
-            future.result()
+        self._writer.wait()
 
     def teardown(self) -> None:
         """End of a Trainer: every write done, the writer thread gone (a next stage starts another)."""
-        try:
-            self.wait()
-        finally:
-            if self._writer is not None:
-                self._writer.shutdown()
-                self._writer = None
+        self._writer.close()
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
         key = str(Path(path).resolve())
