@@ -72,6 +72,9 @@ def test_two_stages_gate_carry_and_tracking(compose, in_tmp):
     steps_a = [m.step for m in client.get_metric_history(children["a"].info.run_id, "eval/episode_return")]
     steps_b = [m.step for m in client.get_metric_history(children["b"].info.run_id, "eval/episode_return")]
     assert len(steps_a) == len(steps_b) == 3 and min(steps_b) > max(steps_a)  # one step axis
+    # Steps count optimiser steps (epoch-end metrics at the rollout's last one), the module's too.
+    assert max(steps_a) == done[0]["step_end"] - 1 and max(steps_b) == done[1]["step_end"] - 1
+    assert [m.step for m in client.get_metric_history(children["a"].info.run_id, "train/frames")] == steps_a
     assert run.mlflow_run_id == parent.info.run_id
     assert run.stage_mlflow_runs == {"0": children["a"].info.run_id, "1": children["b"].info.run_id}
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import mlflow
+import pytest
 
 from meeple.cli.train import build_run
 from meeple.sweep.pruning import OptunaPruning
@@ -36,3 +38,33 @@ def test_search_config_adds_a_pruning_callback_that_is_idle_outside_a_sweep(comp
     assert isinstance(pruning, OptunaPruning)
     assert pruning.monitor == "eval/episode_return" and pruning.trial_number is None
     assert "curves" in parts.callbacks
+
+
+def test_metrics_are_written_in_the_background_and_seen_by_the_next_reader(compose, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = compose(["debug=tiny", f"tracking.uri={uri}", "++tracking.system_metrics=false"])
+    logger = make_mlflow_logger(cfg, master_seed=5, step_offset=100)
+    writes = []
+    client = logger.experiment
+    log_batch = client.log_batch
+
+    def recorded(*args, **kwargs):
+        writes.append(threading.current_thread().name)
+        return log_batch(*args, **kwargs)
+
+    monkeypatch.setattr(client, "log_batch", recorded)
+    for step in range(3):
+        logger.log_metrics({"loss/total": float(step)}, step=step)
+    history = logger.experiment.get_metric_history(logger.run_id, "loss/total")  # waits for the queue
+    assert [(m.step, m.value) for m in history] == [(100, 0.0), (101, 1.0), (102, 2.0)]
+    assert writes and all(name.startswith("meeple-mlflow") for name in writes)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("store unavailable")
+
+    monkeypatch.setattr(client, "log_batch", broken)
+    logger.log_metrics({"loss/total": 3.0}, step=3)
+    with pytest.raises(RuntimeError, match="store unavailable"):
+        logger.flush()
+    logger.finalize("success")
+    assert mlflow.MlflowClient(uri).get_run(logger.run_id).info.status == "FINISHED"

@@ -16,7 +16,7 @@ class FakeTrainer:
         self.lightning_module = module
 
 
-def test_dataset_yields_ppo_epochs_of_shuffled_minibatches(compose):
+def test_dataset_yields_each_rollout_with_ppo_epochs_of_shuffled_minibatches(compose):
     parts = build_run(compose(["debug=tiny", "phase.rollout_steps=8", "phase.minibatch_size=4"]))
     dm, module = parts.datamodule, parts.module
     dm.trainer = FakeTrainer(module)
@@ -25,8 +25,10 @@ def test_dataset_yields_ppo_epochs_of_shuffled_minibatches(compose):
     try:
         loader = dm.train_dataloader()
         assert dm.frames_per_batch == 2 * 8  # num_envs * workers * rollout_steps
-        batches = list(loader)
-        assert len(batches) == len(loader.dataset) == 2 * (16 // 4)  # ppo_epochs * minibatches
+        (rollout,) = list(loader)  # one Lightning batch per rollout ...
+        assert len(loader.dataset) == 1 and rollout.data.batch_size == (16,)
+        batches = list(rollout)  # ... holding ppo_epochs * minibatches minibatches
+        assert len(batches) == len(rollout) == 2 * (16 // 4)
         assert all(b.batch_size == (4,) for b in batches)
         assert all("advantage" in b.keys() and "value_target" in b.keys() for b in batches)
         # Each epoch is a permutation of the same rollout.

@@ -111,11 +111,15 @@ class RolloutCheckpoint(Checkpoint):
     def save(self, trainer: L.Trainer, *, best: bool = False) -> Path:
         path = self.dir / checkpoint_name(self.phase, trainer.global_step)
         trainer.save_checkpoint(path, weights_only=False)  # full state -> on_save_checkpoint -> AtomicCheckpointIO
-        replace_symlink(self.dir / LATEST, path.name)
-        if best:
-            replace_symlink(self.dir / BEST, path.name)
+
+        def point_links_and_prune() -> None:  # only once the file is durable (links never dangle)
+            replace_symlink(self.dir / LATEST, path.name)
+            if best:
+                replace_symlink(self.dir / BEST, path.name)
+            prune(self.dir, self.phase, self.keep, self.run.gates_dir)
+
+        _after_writes(trainer, point_links_and_prune)
         self.saved.append(path)
-        prune(self.dir, self.phase, self.keep, self.run.gates_dir)
         return path
 
     # -- what a checkpoint holds besides Lightning's keys ----------------------------------
@@ -147,7 +151,14 @@ class RolloutCheckpoint(Checkpoint):
         self.best_score = state_dict["best_score"]
 
     # -- gates -----------------------------------------------------------------------------
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        try:
+            _wait_for_writes(trainer)  # a checkpoint taken before the failure still lands
+        except Exception as err:  # the run's own exception is the one to report
+            log.warning("a checkpoint write failed too: %s", err)
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _wait_for_writes(trainer)  # best/latest and the gate below read the written files
         if not self.gate or trainer.global_rank != 0:
             return
         source = link_target(self.dir / BEST) or link_target(self.dir / LATEST)
@@ -162,6 +173,21 @@ class RolloutCheckpoint(Checkpoint):
                     logger.experiment.log_artifact(logger.run_id, str(self.gate_path), "gates")
                 except Exception as err:  # the gate is on disk; tracking must not fail the run
                     log.warning("gate %s not logged to MLflow: %s", self.gate_path.name, err)
+
+
+def _after_writes(trainer: L.Trainer, task: Any) -> None:
+    """``task`` after the checkpoint writes queued so far (AtomicCheckpointIO may write in the background)."""
+    after = getattr(trainer.strategy.checkpoint_io, "after_writes", None)
+    if after is None:
+        task()
+    else:
+        after(task)
+
+
+def _wait_for_writes(trainer: L.Trainer) -> None:
+    wait = getattr(trainer.strategy.checkpoint_io, "wait", None)
+    if wait is not None:
+        wait()
 
 
 def gate_path(run: RunDirectory, gate: str) -> Path:

@@ -35,6 +35,7 @@ import torch
 from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
 
 from meeple.errors import MeepleError
+from meeple.writer_thread import WriterThread
 
 log = logging.getLogger(__name__)
 
@@ -284,13 +285,39 @@ def from_file_layout(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 class AtomicCheckpointIO(CheckpointIO):
-    """Lightning ``CheckpointIO``: atomic, checksummed writes; verified, code-free loads."""
+    """Lightning ``CheckpointIO``: atomic, checksummed writes; verified, code-free loads.
 
-    def __init__(self) -> None:
+    With ``background=True`` a save serializes the checkpoint at once (the state as it is now)
+    and writes it (steps 2-8, fsyncs included) on one writer thread, in order, while training
+    goes on: a CartPole checkpoint per rollout blocked the loop ~22 ms wall, 4 ms of it CPU
+    (1.3 s of a 60-rollout run's 7.7 s update time). A crash loses at most the writes still
+    queued, never a complete file. :meth:`wait` (and ``teardown``) waits for them and raises the
+    first write error; a failed write also surfaces at the next save.
+    """
+
+    def __init__(self, *, background: bool = False) -> None:
         self._preloaded: dict[str, dict[str, Any]] = {}
+        self.background = background
+        self._writer = WriterThread("meeple-checkpoint")
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
-        save_atomic(to_file_layout(checkpoint), path)
+        data = serialize(to_file_layout(checkpoint))  # 1, now: training changes the state next
+        self.after_writes(lambda: write_atomic(Path(path), data))
+
+    def after_writes(self, task: Callable[[], Any]) -> None:
+        """Run ``task`` once every write queued so far is durable (now, when not in the background)."""
+        if self.background:
+            self._writer.submit(task)
+        else:
+            task()
+
+    def wait(self) -> None:
+        """Block until every queued write is done; raise the first one that failed."""
+        self._writer.wait()
+
+    def teardown(self) -> None:
+        """End of a Trainer: every write done, the writer thread gone (a next stage starts another)."""
+        self._writer.close()
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
         key = str(Path(path).resolve())

@@ -37,7 +37,7 @@ class RunSession:
         self.resumed = bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None
         self.root = Path(self.ckpt_cfg.root)
         self.stages = stages
-        self.io = AtomicCheckpointIO()
+        self.io = AtomicCheckpointIO(background=True)  # saves at rollout ends overlap training
         self.run: RunDirectory | None = None
         self._new_run = dict(experiment=str(cfg.experiment_name), task=str(cfg.task_name))
         if self.resumed:

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import meeple
+from meeple.writer_thread import WriterThread
 
 log = logging.getLogger(__name__)
 
@@ -228,12 +230,20 @@ class PipelineRun:
 
 
 class MeepleMLFlowLogger(MLFlowLogger):
-    """Lightning's MLFlowLogger plus MLflow's system metrics (``system/*``) for the run.
+    """Lightning's MLFlowLogger plus MLflow's system metrics (``system/*``) for the run, with
+    metric batches written on a background thread.
 
     Runs are created through MLflow's client, not ``mlflow.start_run``, so MLflow's
     ``log_system_metrics`` does not apply; this logger starts the same
     ``SystemMetricsMonitor`` (a background thread: no per-step cost) once the run exists and
     stops it in :meth:`finalize`. Disable with ``++tracking.system_metrics=false``.
+
+    ``log_metrics`` queues the batch (values and step fixed at the call) and returns:
+    the sqlite insert took 4.5 ms per rollout on a quiet 2-core machine and 20 ms on a busy one,
+    inside the training loop (``python -m meeple.bench ppo``). Every other use of the client
+    (``experiment``: reads, tags, artifacts, run status) first waits for the queued batches, so a
+    reader sees every metric logged before it, in order; :meth:`finalize` waits too. A failed
+    write raises at the next ``log_metrics`` or at that wait.
     """
 
     def __init__(self, *args: Any, system_metrics: bool = True, system_metrics_interval: float = 10.0,
@@ -243,26 +253,43 @@ class MeepleMLFlowLogger(MLFlowLogger):
         self._system_metrics_wanted = system_metrics
         self._system_metrics_interval = system_metrics_interval
         self._system_monitor: Any = None
+        self._writer = WriterThread("meeple-mlflow")
+        self._run_ready = False
 
     @property
     def experiment(self) -> Any:
+        if not self._writer.in_writer():
+            self._writer.wait()  # the caller sees every metric queued before it
         client = super().experiment
         if self._system_metrics_wanted and self._run_id is not None:
             self._system_metrics_wanted = False  # start once
             self._system_monitor = start_system_metrics(self._run_id, self._tracking_uri, self._system_metrics_interval)
         return client
 
+    @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        super().log_metrics(metrics, None if step is None else step + self.step_offset)
+        step = None if step is None else step + self.step_offset
+        if not self._run_ready:
+            self.experiment  # noqa: B018 - creates the run now, on this thread (an error raises here)
+            self._run_ready = True
+        metrics = dict(metrics)  # Lightning hands over Python floats; the dict is its own
+        self._writer.submit(lambda: super(MeepleMLFlowLogger, self).log_metrics(metrics, step))
+
+    def flush(self) -> None:
+        """Wait until every queued metric is in the store."""
+        self._writer.wait()
 
     def finalize(self, status: str = "success") -> None:
-        if self._system_monitor is not None:
-            monitor, self._system_monitor = self._system_monitor, None
-            try:
-                monitor.finish()
-            except Exception as err:  # never let metrics bookkeeping fail a run
-                log.warning("stopping MLflow system metrics failed: %s", err)
-        super().finalize(status)
+        try:
+            self._writer.close()
+        finally:
+            if self._system_monitor is not None:
+                monitor, self._system_monitor = self._system_monitor, None
+                try:
+                    monitor.finish()
+                except Exception as err:  # never let metrics bookkeeping fail a run
+                    log.warning("stopping MLflow system metrics failed: %s", err)
+            super().finalize(status)
 
 
 def start_system_metrics(run_id: str, tracking_uri: str, interval: float) -> Any:

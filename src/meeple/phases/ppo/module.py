@@ -3,7 +3,8 @@
 The math lives in TorchRL's ``ClipPPOLoss`` and ``GAE``; this module owns the
 optimisation schedule and what is logged. Data arrives from
 :class:`meeple.phases.ppo.data.RolloutDataModule`, which calls
-:meth:`compute_advantages` once per rollout and then yields minibatches.
+:meth:`compute_advantages` once per rollout and then hands the whole rollout to one
+``training_step`` (its minibatch loop runs here, one optimiser step per minibatch).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from meeple.phases.base import RolloutModule
+from meeple.phases.ppo.data import RolloutBatch
 from meeple.tracking.keys import LOSS_TOTAL
 
 # Per-minibatch diagnostics from ClipPPOLoss, logged under train/.
@@ -84,7 +86,13 @@ class PPOModule(RolloutModule):
         progress = self.current_epoch / max(int(self.trainer.max_epochs or 1), 1)
         return self.reference_kl_coef * max(0.0, 1.0 - progress / self.reference_kl_anneal_fraction)
 
-    def training_step(self, batch: TensorDictBase, batch_idx: int) -> None:
+    def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
+        """One rollout: ``ppo_epochs`` shuffled passes of minibatch steps (see ``RolloutDataset``)."""
+        for minibatch in batch:
+            self.minibatch_step(minibatch)
+        self.log_at_optimizer_steps()
+
+    def minibatch_step(self, batch: TensorDictBase) -> None:
         losses = self.loss_module(batch)
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
