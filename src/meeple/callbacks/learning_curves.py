@@ -30,11 +30,13 @@ class LearningCurves(L.Callback):
         x: str = "train/frames",
         filename: str = "learning_curves.png",
         artifact_path: str = "plots",
+        y_label: str = "return",
     ) -> None:
         self.keys = list(keys)
         self.x = x
         self.filename = filename
         self.artifact_path = artifact_path
+        self.y_label = y_label
         self.logged_to: str | None = None  # run id the picture went to (tests, notebooks)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -55,7 +57,7 @@ class LearningCurves(L.Callback):
                 return
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / self.filename
-                draw_learning_curves(curves, path, x_label=self.x, title=logger.experiment.get_run(logger.run_id).info.run_name)
+                draw_learning_curves(curves, path, x_label=self.x, y_label=self.y_label, title=logger.experiment.get_run(logger.run_id).info.run_name)
                 logger.experiment.log_artifact(logger.run_id, str(path), self.artifact_path)
             self.logged_to = logger.run_id
         except Exception as err:  # a picture must never fail a run
@@ -72,13 +74,17 @@ class LearningCurves(L.Callback):
         if EVAL_RETURN in self.keys and EVAL_RETURN not in curves and trainer is not None:
             for callback in trainer.callbacks:
                 history = getattr(callback, "history", None)
-                if isinstance(history, list) and history:
+                # the greedy evaluation's (frames, mean return) pairs; other callbacks' histories differ
+                if isinstance(history, list) and history and all(
+                    isinstance(p, tuple | list) and len(p) == 2 for p in history
+                ):
                     curves[EVAL_RETURN] = [(float(f), float(v)) for f, v in history]
                     break
         return curves
 
 
-def draw_learning_curves(curves: dict[str, list[tuple[float, float]]], path: Path, *, x_label: str, title: str | None = None) -> Path:
+def draw_learning_curves(curves: dict[str, list[tuple[float, float]]], path: Path, *, x_label: str,
+                         y_label: str = "return", title: str | None = None) -> Path:
     """One line per metric over ``x_label``; written as PNG to ``path``."""
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
@@ -89,7 +95,7 @@ def draw_learning_curves(curves: dict[str, list[tuple[float, float]]], path: Pat
         style = "o-" if len(points) < 30 else "-"
         axes.plot(xs, ys, style, markersize=3, label=key)
     axes.set_xlabel(x_label)
-    axes.set_ylabel("return")
+    axes.set_ylabel(y_label)
     axes.grid(alpha=0.3)
     axes.legend(loc="best")
     if title:
