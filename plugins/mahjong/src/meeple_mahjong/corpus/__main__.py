@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace shards built from another manifest"
     )
     s = sub.add_parser("info", help="what a built corpus (or a manifest) holds")
-    s.add_argument("path", type=Path, help="a shards folder (index.json) or a manifest file")
+    s.add_argument("path", type=Path, help="a corpus folder, its shards folder (index.json) or a manifest file")
     s.add_argument("--problems", type=int, default=10, help="problems to list")
     s.add_argument("--players", type=int, default=10, help="kept players to list")
     return p
@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{b / max(n, 1):.1f} bytes/sample")  # fmt: skip
             print(f"wrote {a.out / shards.INDEX_NAME}")
         else:
+            if (a.path / "shards" / "index.json").is_file():  # a corpus folder (CorpusDataModule's)
+                a.path = a.path / "shards"
             m = a.path
             if a.path.is_dir():
                 index = shards.read_index(a.path)
