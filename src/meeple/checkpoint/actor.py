@@ -10,6 +10,7 @@ here with the mismatching keys rather than later with wrong actions.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,15 +23,23 @@ from meeple.checkpoint.io import CheckpointError, load_verified
 
 ACTOR_PREFIX = "actor."
 LATEST = Path("phase0") / "checkpoints" / "latest.pt"
+_PHASE_DIR = re.compile(r"^phase(\d+)$")
 
 
 def checkpoint_file(path: str | os.PathLike) -> Path:
-    """``path`` itself when it is a file; a run directory's ``phase0/checkpoints/latest.pt``."""
+    """``path`` itself when it is a file (a gate file ``gates/<stage>.pt`` too); a run directory's
+    newest stage's ``phase{k}/checkpoints/latest.pt`` (a single-stage run: ``phase0``)."""
     p = Path(path)
     if p.is_dir():
-        for candidate in (p / LATEST, p / "latest.pt"):
-            if candidate.exists():
-                return candidate
+        stages = sorted(
+            (int(m.group(1)), d / "checkpoints" / "latest.pt")
+            for d in p.iterdir()
+            if (m := _PHASE_DIR.match(d.name)) and (d / "checkpoints" / "latest.pt").exists()
+        )
+        if stages:
+            return stages[-1][1]
+        if (p / "latest.pt").exists():
+            return p / "latest.pt"
         raise CheckpointError(
             f"{p}: a directory without {LATEST} or latest.pt; give a checkpoint file (.pt) "
             "or a run directory (outputs/runs/<run id>)"

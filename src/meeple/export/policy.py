@@ -19,7 +19,6 @@ Two model families, told apart by the weights a checkpoint holds:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,6 @@ from meeple.nets.actor_critic import MASK_KEY, OBS_KEY, num_actions, observation
 
 MASKED_LOGIT = -1.0e9
 LOGITS_KEY, VALUE_KEY = "logits", "state_value"
-_PHASE_DIR = re.compile(r"^phase(\d+)$")
 
 
 class ExportError(MeepleError):
@@ -165,24 +163,9 @@ class LoadedPolicy:
         return random_samples(self, n, seed)
 
 
-def resolve_checkpoint(path: str | os.PathLike) -> Path:
-    """A checkpoint file (a gate file ``gates/<stage>.pt`` too) as it is; a run directory's
-    newest stage's ``phase{k}/checkpoints/latest.pt``."""
-    p = Path(path)
-    if p.is_dir():
-        stages = sorted(
-            (int(m.group(1)), d)
-            for d in p.iterdir()
-            if (m := _PHASE_DIR.match(d.name)) and (d / "checkpoints" / "latest.pt").exists()
-        )
-        if stages:
-            return stages[-1][1] / "checkpoints" / "latest.pt"
-    return checkpoint_file(p)
-
-
 def load_policy(path: str | os.PathLike) -> LoadedPolicy:
     """The policy of a training checkpoint (file, gate file or run directory), ready to export."""
-    file = resolve_checkpoint(path)
+    file = checkpoint_file(path)  # a run directory: its newest stage
     ckpt = load_verified(file, map_location="cpu")
     config = ckpt.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):

@@ -292,7 +292,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="a second challenger (" + players + ") played on the same game indices "
                    "against the same opponents; prints the paired comparison")  # fmt: skip
     p.add_argument("--checkpoint", type=Path, default=None,
-                   help="the policy's checkpoint (.pt) or run directory (its phase0 latest.pt)")  # fmt: skip
+                   help="the policy's checkpoint (.pt) or run directory (its newest stage's latest.pt)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
     p.add_argument("--threads", type=int, default=1, help="simulator threads (policy games)")
     p.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads")
