@@ -216,12 +216,7 @@ def scan(
                     _insert_game(con, fid, g)
                 advance()
         con.commit()
-        if not isinstance(filters, PlayerFilter):
-            filters = PlayerFilter.from_dict(filters)
-        _select(con, val_fraction, filters)
-        con.commit()
-        con.close()
-        os.replace(tmp, manifest_path)
+        _select_and_publish(con, tmp, manifest_path, val_fraction, filters)
     finally:
         tmp.unlink(missing_ok=True)
     return summary(manifest_path)
@@ -278,15 +273,21 @@ def select(
         con = sqlite3.connect(tmp)
         src.backup(con)
         src.close()
-        if not isinstance(filters, PlayerFilter):
-            filters = PlayerFilter.from_dict(filters)
-        _select(con, val_fraction, filters)
-        con.commit()
-        con.close()
-        os.replace(tmp, manifest_path)
+        _select_and_publish(con, tmp, manifest_path, val_fraction, filters)
     finally:
         tmp.unlink(missing_ok=True)
     return summary(manifest_path)
+
+
+def _select_and_publish(con: sqlite3.Connection, tmp: Path, manifest_path: Path, val_fraction: float,
+                        filters: PlayerFilter | dict | None) -> None:
+    """Hold-out and player filter into the temporary copy, then publish it in one rename."""
+    if not isinstance(filters, PlayerFilter):
+        filters = PlayerFilter.from_dict(filters)
+    _select(con, val_fraction, filters)
+    con.commit()
+    con.close()
+    os.replace(tmp, manifest_path)
 
 
 def _select(con: sqlite3.Connection, val_fraction: float, filters: PlayerFilter) -> None:
