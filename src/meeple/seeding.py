@@ -26,6 +26,7 @@ class Component(IntEnum):
     ENV = 3
     OPPONENT = 4
     EVALUATION = 5
+    FEATURE_DROPOUT = 6  # distillation: which privileged planes the teacher sees
 
 
 def resolve_master_seed(seed: int | None) -> int:

@@ -85,8 +85,8 @@ def test_carried_weights_are_the_gate_weights(compose, in_tmp, monkeypatch):
 
     original = transition.carry_weights
 
-    def spy(module, state, parts, source):
-        original(module, state, parts, source)
+    def spy(module, state, parts, source, **options):
+        original(module, state, parts, source, **options)
         seen.update({k: v.clone() for k, v in module.state_dict().items() if k.startswith(("actor.", "critic."))})
         seen["source"] = state
 
@@ -172,6 +172,10 @@ def test_pipeline_config_errors_name_the_stage(compose):
         plan_run(compose([*TWO_STAGES, "pipeline.order=[b,a]"]))
     with pytest.raises(ConfigError, match="reference_kl.coef > 0 needs a stage before it"):
         plan_run(compose([*TWO_STAGES, "pipeline.stages.a.phase.reference_kl.coef=0.5"]))
+    with pytest.raises(ConfigError, match=r"phase 1 \(b\): transition.teacher='b' is not an earlier stage; accepted: a"):
+        plan_run(compose([*TWO_STAGES, "+pipeline.stages.b.transition.teacher=b"]))
+    with pytest.raises(ConfigError, match=r"transition.source='c' is not an earlier stage"):
+        plan_run(compose([*TWO_STAGES, "+pipeline.stages.b.transition.source=c"]))
     with pytest.raises(ConfigError, match="needs checkpoints"):
         train(compose([*TWO_STAGES, "checkpoint=none", "tracking=none"]))
 

@@ -80,6 +80,14 @@ def load_actor(
     """
     file = checkpoint_file(path)
     ckpt = load_verified(file, map_location=map_location)
+    actor, info = actor_from_checkpoint(ckpt, file, make_specs)
+    return actor.to(map_location).eval(), info
+
+
+def actor_from_checkpoint(
+    ckpt: dict[str, Any], file: Path, make_specs: Callable[[dict[str, Any]], tuple[Any, Any]]
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The actor of an already loaded checkpoint ``ckpt`` (read from ``file``), loaded strictly."""
     config = ckpt.get("config")
     if not isinstance(config, dict) or "model" not in config:
         raise CheckpointError(
@@ -105,4 +113,4 @@ def load_actor(
         ) from err
     info = {"file": str(file.resolve()), "global_step": ckpt.get("global_step"),
             "timestamp": ckpt.get("timestamp"), "config": config}  # fmt: skip
-    return actor.to(map_location).eval(), info
+    return actor, info

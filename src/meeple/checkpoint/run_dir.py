@@ -111,18 +111,20 @@ class RunDirectory:
 
 
 def find_latest_run(root: str | os.PathLike, *, experiment: str, task: str,
-                    having: str | None = None) -> RunDirectory | None:
+                    having: str | list[str] | None = None) -> RunDirectory | None:
     """The newest run directory under ``root`` of this experiment and task, or None.
 
     Runs that hold something (a checkpoint or a finished stage) come before empty ones (a run
-    that failed before its first checkpoint). ``having``: only runs with that file (a gate).
+    that failed before its first checkpoint). ``having``: only runs with that file (a gate), or
+    with every file of a list.
     """
+    wanted = [having] if isinstance(having, str) else list(having or [])
     runs = []
     for run_file in Path(root).glob(f"*/{RUN_FILE}"):
         try:
             run = RunDirectory.open(run_file.parent)
         except MeepleError:
             continue
-        if run.experiment == experiment and run.task == task and (having is None or (run.path / having).is_file()):
+        if run.experiment == experiment and run.task == task and all((run.path / f).is_file() for f in wanted):
             runs.append(run)
     return max(runs, key=lambda r: (r.has_progress(), r.created, r.run_id), default=None)

@@ -70,6 +70,15 @@ class Transition:
     warmup: Warmup = field(default_factory=Warmup)
     # One condition {metric, op, threshold} or a list of them (all must hold); see gate_conditions.
     gate: Any = None
+    # The earlier stage whose gate the weights come from (null: the stage just before). The gate
+    # conditions are always checked on the stage just before: it must pass for this one to start.
+    source: str | None = None
+    # An earlier stage whose gate is this stage's frozen teacher (distillation), or null.
+    teacher: str | None = None
+    # Carried tensors wider than the gate's along dim 1 (a stem that reads more input planes) take
+    # the gate's values in the leading slice and zeros in the rest, so the wider network starts
+    # computing exactly what the gate's did.
+    widen_inputs: bool = False
 
 
 GATE_OPS = (">=", ">", "<=", "<")

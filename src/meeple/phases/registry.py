@@ -63,6 +63,7 @@ def _kinds() -> dict[str, PhaseKind]:
     from meeple.nets.kinds import ACTOR_CRITIC
     from meeple.phases.alphazero.schema import AlphaZeroPhase, check_alphazero
     from meeple.phases.bc.schema import BCPhase, check_bc
+    from meeple.phases.distill.schema import DistillPhase, check_distill
     from meeple.phases.dqn.schema import DQNPhase, check_dqn
     from meeple.phases.packed_ppo.schema import PackedPPOPhase, check_packed_ppo
     from meeple.phases.ppo.schema import PPOPhase, check_ppo
@@ -77,6 +78,8 @@ def _kinds() -> dict[str, PhaseKind]:
                   models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet"),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
                   model_hint="mlp", model_kind=ACTOR_CRITIC),
+        PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}

@@ -98,6 +98,12 @@ def _check_starts(stages: list[Stage]) -> None:
         if stage.index == 0 and (transition.carry or bool(gate_conditions(transition))):
             raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}) has no previous "
                               "stage to carry weights from or gate on; accepted: transition=none")
+        earlier = [s.name for s in stages[: stage.index]]
+        for key in ("source", "teacher"):
+            name = getattr(transition, key)
+            if name is not None and name not in earlier:
+                raise ConfigError(f"{stage.label}: transition.{key}={name!r} is not an earlier stage; accepted: "
+                                  f"{', '.join(earlier) or '(none: this is the first stage)'}")
         kl = getattr(stage.typed["phase"], "reference_kl", None)
         if kl is not None and kl.coef > 0 and "actor" not in transition.carry:
             raise ConfigError(f"{stage.label}: phase.reference_kl.coef > 0 needs a stage before it whose actor the "

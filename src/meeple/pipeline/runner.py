@@ -110,10 +110,13 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
         if stage.index == 0:
             start = StageStart(stage.typed["transition"])
         else:
+            transition = stage.typed["transition"]
+            by_name = {s.name: s for s in plan.stages}
             previous = plan.stages[stage.index - 1]
-            start = open_start(session.run, stage.typed["transition"], previous=previous.index,
-                               previous_name=previous.name, previous_label=previous.label, label=stage.label,
-                               experiment=str(cfg.experiment_name))
+            start = open_start(session.run, transition, previous=previous,
+                               source=by_name[transition.source] if transition.source else previous,
+                               teacher=by_name[transition.teacher] if transition.teacher else None,
+                               label=stage.label, experiment=str(cfg.experiment_name))
         if plan.is_pipeline:
             log.info("%s of %d: %s", stage.label, len(plan.stages), stage.kind.name)
         context = StageContext(master, session, start, step, pipeline_run.run_id if pipeline_run else None,
@@ -173,34 +176,49 @@ def _import_stage(plan: Plan, stage: Stage, session: RunSession, source: RunDire
     come from ``source``, a finished run of the same experiment."""
     record = dict(name=stage.name, kind=stage.kind.name, metrics={}, steps=0, step_end=0, finished=_now(),
                   imported_from=str(source.path))
-    if stage.index == plan.start - 1:
+    if stage.name in _gates_needed(plan):
         copy_verified(gate_path(source, stage.name), gate_path(session.run, stage.name))
+        log.info("%s: gate taken from %s", stage.label, source.path)
+    if stage.index == plan.start - 1:
         done = read_done(source, stage.index) or {}
         record.update(metrics=done.get("metrics", {}), step_end=int(done.get("step_end", 0)))
-        log.info("%s: gate taken from %s", stage.label, source.path)
     session.mark_done(stage.index, record)
     return record
 
 
+def _gates_needed(plan: Plan) -> list[str]:
+    """The stages before ``pipeline.start`` whose gates the stages that run read: the one just
+    before the start, and any earlier one a transition names as its source or teacher."""
+    names = {plan.stages[plan.start - 1].name} if plan.start > 0 else set()
+    for stage in plan.stages[plan.start : plan.stop + 1]:
+        transition = stage.typed["transition"]
+        names.update(n for n in (transition.source, transition.teacher) if n is not None)
+    skipped = [s.name for s in plan.stages[: plan.start]]
+    return [name for name in skipped if name in names]
+
+
 def _source_run(cfg: DictConfig, plan: Plan, session: RunSession | None) -> RunDirectory:
-    """The run whose gate the first stage of ``pipeline.start`` starts from."""
+    """The run whose gates the stages before ``pipeline.start`` come from: ``pipeline.source``, or
+    the newest run of ``pipeline.source_experiment`` (default: this experiment) that has them all."""
     if session is None:
         raise ConfigError("pipeline.start needs checkpoints; accepted: checkpoint=default")
-    stage = plan.stages[plan.start - 1]
-    gate = f"gates/{stage.name}.pt"
+    gates = [f"gates/{name}.pt" for name in _gates_needed(plan)]
+    experiment = str(cfg.pipeline.get("source_experiment") or cfg.experiment_name)
     named = cfg.pipeline.get("source")
     if named is not None:
         source = RunDirectory.open(named)
-        if not gate_path(source, stage.name).is_file():
-            raise ConfigError(f"pipeline.source={named} has no {gate}; accepted: a run of experiment "
-                              f"{cfg.experiment_name!r} whose stage {stage.name!r} finished")
+        missing = [g for g in gates if not (source.path / g).is_file()]
+        if missing:
+            raise ConfigError(f"pipeline.source={named} has no {missing[0]}; accepted: a run of experiment "
+                              f"{experiment!r} whose stages {', '.join(_gates_needed(plan))} finished")
         return source
-    source = find_latest_run(session.root, experiment=str(cfg.experiment_name), task=str(cfg.task_name), having=gate)
+    source = find_latest_run(session.root, experiment=experiment, task=str(cfg.task_name), having=gates)
     if source is None:
+        stage = plan.stages[plan.start - 1]
         raise ConfigError(
-            f"pipeline.start={plan.stages[plan.start].name}: no run of experiment {cfg.experiment_name!r} under "
-            f"{session.root} has {gate}, which {stage.label} writes; run it first (python train.py "
-            f"+experiment={cfg.experiment_name} pipeline.only={stage.name}) or name a run with pipeline.source=<run dir>"
+            f"pipeline.start={plan.stages[plan.start].name}: no run of experiment {experiment!r} under "
+            f"{session.root} has {' and '.join(gates)}, which {stage.label} writes; run it first (python train.py "
+            f"+experiment={experiment}) or name a run with pipeline.source=<run dir>"
         )
     return source
 

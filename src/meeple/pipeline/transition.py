@@ -6,6 +6,11 @@ the metrics recorded in it, and loads the named parts of its weights (``carry: [
 critic]``) into the new module before training (and before a resume checkpoint, which then
 overwrites them with the same values). A new optimiser is always built; the learning rate may
 warm up from a fraction of its peak.
+
+The weights may come from an earlier stage's gate instead (``source: <stage>``; the gate is
+still checked on the stage just before), and a distillation stage gets a frozen teacher from
+another gate (``teacher: <stage>``, handed to the module's ``set_teacher``). ``widen_inputs``
+lets a network whose stem reads more input planes start from a narrower one's weights.
 """
 
 from __future__ import annotations
@@ -33,16 +38,24 @@ GATE_RECORD = "gate.json"
 
 @dataclass
 class StageStart:
-    """What a stage takes from the stage before it (None for a first stage)."""
+    """What a stage takes from the stages before it (None for a first stage)."""
 
     transition: Transition
-    gate_file: Path | None = None
+    gate_file: Path | None = None  # where the carried weights come from
     checkpoint: dict[str, Any] | None = None
+    teacher_file: Path | None = None
+    teacher: dict[str, Any] | None = None  # the teacher's gate checkpoint
 
     def apply(self, module: torch.nn.Module) -> None:
-        """Carry the named weights into ``module``; set up its warm-up and reference policy."""
+        """Carry the named weights into ``module``; set up its teacher, warm-up and reference policy."""
         if self.checkpoint is not None and self.transition.carry:
-            carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file)
+            carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file,
+                          widen_inputs=self.transition.widen_inputs)
+        if self.teacher is not None:
+            if not hasattr(module, "set_teacher"):
+                raise ConfigError(f"transition.teacher={self.transition.teacher!r}: {type(module).__name__} takes no "
+                                  "teacher; accepted: null, or a distillation phase (phase=distill)")
+            module.set_teacher(self.teacher, self.teacher_file)
         warmup = self.transition.warmup
         if warmup.epochs > 0:
             if not hasattr(module, "set_warmup"):
@@ -53,27 +66,40 @@ class StageStart:
             module.set_reference_from_actor()  # plan_run checked that the actor was carried
 
 
-def open_start(run_dir: RunDirectory, transition: Transition, *, previous: int, previous_name: str,
-               previous_label: str, label: str, experiment: str) -> StageStart:
-    """Load the previous stage's gate file and check the transition's gate (GateFailed); the
-    verdict goes to ``phase{previous}/gate.json``."""
-    path = gate_path(run_dir, previous_name)
+def open_start(run_dir: RunDirectory, transition: Transition, *, previous: Any, source: Any, teacher: Any,
+               label: str, experiment: str) -> StageStart:
+    """Check the transition's gate on ``previous``'s gate file (GateFailed; the verdict goes to
+    ``phase{previous}/gate.json``), then load the gate the weights come from (``source``'s, the
+    same file unless ``transition.source`` names an earlier stage) and the teacher's.
+
+    ``previous``, ``source`` and ``teacher`` (or None) are stages: ``index``, ``name``, ``label``."""
+    path, checkpoint = _load_stage_gate(run_dir, previous, label, experiment)
+    gates = gate_conditions(transition)
+    if gates:
+        check_gate(gates, checkpoint.get("metrics", {}), path, run_dir.phase_dir(previous.index) / GATE_RECORD,
+                   previous_label=previous.label, label=label)
+    if source.name != previous.name:
+        path, checkpoint = _load_stage_gate(run_dir, source, label, experiment)
+    start = StageStart(transition, path, checkpoint)
+    if teacher is not None:
+        start.teacher_file, start.teacher = _load_stage_gate(run_dir, teacher, label, experiment)
+    log.info("%s starts from %s (carrying %s%s)", label, path, ", ".join(transition.carry) or "nothing",
+             f"; teacher {start.teacher_file}" if teacher is not None else "")
+    return start
+
+
+def _load_stage_gate(run_dir: RunDirectory, stage: Any, label: str, experiment: str) -> tuple[Path, dict[str, Any]]:
+    path = gate_path(run_dir, stage.name)
     if not path.is_file():
         raise ConfigError(
-            f"{label} starts from {previous_label}'s gate {path}, which does not exist; run that stage first "
-            f"(python train.py +experiment={experiment} pipeline.only={previous_name}), or name a run that has it "
+            f"{label} starts from {stage.label}'s gate {path}, which does not exist; run that stage first "
+            f"(python train.py +experiment={experiment} pipeline.only={stage.name}), or name a run that has it "
             f"with pipeline.source=<run dir>"
         )
     try:
-        checkpoint = load_gate(path)
+        return path, load_gate(path)
     except CheckpointError as err:
-        raise ConfigError(f"{label}: the gate {path} is unusable ({err}); no fallback: rerun {previous_label}") from None
-    gates = gate_conditions(transition)
-    if gates:
-        check_gate(gates, checkpoint.get("metrics", {}), path, run_dir.phase_dir(previous) / GATE_RECORD,
-                   previous_label=previous_label, label=label)
-    log.info("%s starts from %s (carrying %s)", label, path, ", ".join(transition.carry) or "nothing")
-    return StageStart(transition, path, checkpoint)
+        raise ConfigError(f"{label}: the gate {path} is unusable ({err}); no fallback: rerun {stage.label}") from None
 
 
 def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, record_path: Path, *,
@@ -106,9 +132,11 @@ def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, 
         log.info("gate passed: %s %s = %.6g %s %g", previous_label, c["metric"], c["value"], c["op"], c["threshold"])
 
 
-def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path) -> None:
+def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path, *,
+                  widen_inputs: bool = False) -> None:
     """Load every ``<part>.*`` weight of ``state`` into ``module``: the parts must match exactly
-    (same keys and shapes); everything else in ``module`` keeps its initialisation."""
+    (same keys and shapes; with ``widen_inputs`` a tensor may be wider along dim 1, see the
+    module doc); everything else in ``module`` keeps its initialisation."""
     own = module.state_dict()
     for part in parts:
         prefix = part + "."
@@ -121,8 +149,21 @@ def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts
             missing, extra = sorted(mine - set(theirs)), sorted(set(theirs) - mine)
             raise ConfigError(f"transition.carry: part {part!r} of {source} does not match this stage's model "
                               f"(missing {missing[:3]}, unexpected {extra[:3]}); the stages need the same model")
-        for key, value in theirs.items():
-            if own[key].shape != value.shape:
-                raise ConfigError(f"transition.carry: {key} has shape {tuple(value.shape)} in {source} but "
-                                  f"{tuple(own[key].shape)} here; the stages need the same model")
+        for key, value in list(theirs.items()):
+            if own[key].shape == value.shape:
+                continue
+            if widen_inputs and _widens(value.shape, own[key].shape):
+                wide = torch.zeros_like(own[key])
+                wide[:, : value.shape[1]] = value
+                theirs[key] = wide
+                continue
+            hint = "" if widen_inputs else " (transition.widen_inputs=true accepts a stem wider along dim 1)"
+            raise ConfigError(f"transition.carry: {key} has shape {tuple(value.shape)} in {source} but "
+                              f"{tuple(own[key].shape)} here; the stages need the same model{hint}")
         module.load_state_dict(theirs, strict=False)
+
+
+def _widens(narrow: torch.Size, wide: torch.Size) -> bool:
+    """``wide`` equals ``narrow`` except for a larger dim 1 (more input channels)."""
+    return (len(narrow) == len(wide) >= 2 and narrow[0] == wide[0] and narrow[2:] == wide[2:]
+            and narrow[1] < wide[1])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from meeple.env_factory import env_snapshots, env_source
+from meeple.env_factory import EnvSource, env_snapshots, env_source
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule
@@ -13,8 +16,9 @@ from meeple.phases.ppo.schema import PPOPhase
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
 
-def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks):
-    """``phase.module`` around ``networks`` with the optimiser, LR schedule, clipping and loss terms."""
+def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
+    """``phase.module`` around ``networks`` with the optimiser, LR schedule, clipping and loss
+    terms (``extra``: what a phase built on PPO adds)."""
     return instantiate(cfg.phase.module)(
         *networks,
         optimizer=instantiate(cfg.phase.optimizer),
@@ -22,6 +26,7 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks):
         max_grad_norm=phase.max_grad_norm,
         **vars(phase.loss),
         **_reference_kl(phase),
+        **extra,
     )
 
 
@@ -31,7 +36,9 @@ def _reference_kl(phase: PPOPhase) -> dict:
     return dict(reference_kl_coef=kl.coef, reference_kl_anneal_fraction=kl.anneal_fraction) if kl.coef > 0 else {}
 
 
-def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
+def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
+              module_extra: Callable[[EnvSource], dict[str, Any]] | None = None) -> PhaseParts:
+    """``module_extra(envs)``: keyword arguments a phase built on PPO adds to its module."""
     phase: PPOPhase = typed["phase"]
     envs = env_source(cfg.env, cfg.transport, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
@@ -39,7 +46,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts:
     if typed["hardware"].compile:
         compile_networks(actor, critic)
 
-    module = build_ppo_module(cfg, phase, actor, critic)
+    module = build_ppo_module(cfg, phase, actor, critic, **(module_extra(envs) if module_extra else {}))
     datamodule = RolloutDataModule(
         env_fn=envs.env_fn,
         seeds=seeds,

@@ -93,26 +93,46 @@ class PPOModule(RolloutModule):
         self.log_at_optimizer_steps()
 
     def minibatch_step(self, batch: TensorDictBase) -> None:
+        loss, metrics = self.minibatch_loss(batch)
+        self.optimize(loss)
+        self.accumulate(metrics)  # logged as per-rollout means
+        self.live["loss"] = loss.detach()
+
+    def minibatch_loss(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The clipped surrogate + value + entropy terms, plus :meth:`extra_terms`."""
         losses = self.loss_module(batch)
         loss = losses["loss_objective"] + losses["loss_critic"]
         if "loss_entropy" in losses.keys():
             loss = loss + losses["loss_entropy"]
-        metrics = {LOSS_TOTAL: loss}
-        if self.reference is not None and (beta := self.reference_kl_weight()) > 0:
-            with torch.no_grad():
-                reference = self.reference.get_dist(batch)
-            kl = categorical_kl(self.actor.get_dist(batch), reference)
-            loss = loss + beta * kl
-            metrics.update({"loss/reference_kl": kl, "train/reference_kl_coef": torch.tensor(beta)})
+        metrics = {}
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
                 metrics[f"loss/{key.removeprefix('loss_')}"] = losses[key]
         for key in _DIAGNOSTICS:
             if key in losses.keys():
                 metrics[f"train/{key}"] = losses[key].mean()
-        self.optimize(loss)
-        self.accumulate(metrics)  # logged as per-rollout means
-        self.live["loss"] = loss.detach()
+        cache: dict = {}
+
+        def policy():  # the current policy's distribution on the batch, computed once if asked
+            if "dist" not in cache:
+                cache["dist"] = self.actor.get_dist(batch)
+            return cache["dist"]
+
+        loss = loss + self.extra_terms(batch, losses, policy, metrics)
+        metrics[LOSS_TOTAL] = loss
+        return loss, metrics
+
+    def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
+                    metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:
+        """Terms added to the PPO loss (``policy()``: the current policy's distribution); here
+        beta_t * KL(pi || pi_ref) while the reference's weight has not annealed to zero."""
+        if self.reference is None or (beta := self.reference_kl_weight()) <= 0:
+            return 0.0
+        with torch.no_grad():
+            reference = self.reference.get_dist(batch)
+        kl = categorical_kl(policy(), reference)
+        metrics.update({"loss/reference_kl": kl, "train/reference_kl_coef": torch.tensor(beta)})
+        return beta * kl
 
     def configure_optimizers(self):
         return self.with_linear_anneal(self.optimizer_factory(self.loss_module.parameters()), self.anneal_lr)

@@ -1,0 +1,1 @@
+"""The distill phase: PPO with a frozen privileged teacher (oracle guiding), one place."""
