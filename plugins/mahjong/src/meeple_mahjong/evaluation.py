@@ -1,30 +1,63 @@
 """1v3 duplicate evaluation of the training policy as a Lightning callback.
 
 Any stage whose module has a mahjong ``policy`` (a TorchRL actor over the 84 x 34 planes and
-the 155-action mask) can add it to its phase's ``callbacks``: before the first step it measures
-the untrained network once (``eval/untrained_*``, the baseline a learning claim is read
-against); then it plays ``games`` game indices x 4 rotations of the greedy policy against
-three copies of ``opponent`` on the native batch simulator (meeple_mahjong.policy.PolicyTable,
-meeple_mahjong.duplicate), either at every ``every_n_validations``-th validation (BC: the
-checkpoint a validation saves, and so the stage's gate file, then records the evaluation of
-those very weights) or every ``every_n_epochs`` epochs and after the last one (PPO), and logs:
+the 155-action mask, and the 205 x 34 ``oracle`` planes for phase 2's teacher) can add it to
+its phase's ``callbacks``. It plays ``games`` game indices x 4 rotations of the greedy policy
+against three copies of an opponent on the native batch simulator
+(meeple_mahjong.policy.PolicyTable, meeple_mahjong.duplicate), either at every
+``every_n_validations``-th validation (BC: the checkpoint a validation saves, and so the
+stage's gate file, then records the evaluation of those very weights) or every
+``every_n_epochs`` epochs and after the last one (PPO). The opponent is one of
 
-- ``eval/avg_rank`` (1 = always first, 2.5 = as good as the opponents) with its 95% interval
-  ``eval/avg_rank_ci_low`` / ``eval/avg_rank_ci_high`` over game indices (the four rotations of
-  one index share walls, so the index is the independent sample);
-- ``eval/rank_points`` (mean of 90 / 45 / 0 / -135 by placement), ``eval/first_rate``;
-- per hand: ``eval/win_rate``, ``eval/deal_in_rate``, ``eval/riichi_rate``, ``eval/call_rate``.
+- a built-in bot (``opponent: rule``, the default; ``random``, ``rule-nofold``);
+- ``opponent: start``: a frozen copy of the module's policy taken at ``on_train_start``,
+  before any step (in a stage that carries weights from a gate, the gate's policy). The copy
+  is saved with the callback's state (a resumed run plays the same start policy; it adds one
+  actor's weights to every checkpoint);
+- ``opponent_checkpoint: <file or run directory>``: the actor of an ``env=mahjong`` checkpoint
+  (meeple_mahjong.policy.load_policy_actor; oracle ones included), loaded at ``on_train_start``.
+
+Metrics are logged under ``prefix`` (default ``eval/``); several instances with their own
+prefixes measure against several opponents, e.g. ``duplicate`` (``eval/``, rule bots) and
+``duplicate_start`` (``prefix: eval/vs_start_``, ``opponent: start``):
+
+- ``<prefix>avg_rank`` (1 = always first, 2.5 = as good as the opponents) with its 95% interval
+  ``<prefix>avg_rank_ci_low`` / ``<prefix>avg_rank_ci_high`` over game indices (the four
+  rotations of one index share walls, so the index is the independent sample);
+- ``<prefix>rank_points`` (mean of 90 / 45 / 0 / -135 by placement), ``<prefix>first_rate``;
+- per hand: ``<prefix>win_rate``, ``<prefix>deal_in_rate``, ``<prefix>riichi_rate``,
+  ``<prefix>call_rate``; ``<prefix>games`` (game indices);
+- against a network (``start`` or a checkpoint) also ``<prefix>effect`` = 2.5 - avg_rank
+  (> 0: the policy is better) and ``<prefix>p_value``, the two-sided one-sample t-test of the
+  per-index average ranks against 2.5 (`even_metrics`; the duplicate makes 2.5 the null of a
+  player against copies of an equal one). When every index has the same average rank the
+  variance is 0 and there is no t statistic: the p-value is then 1.0 if that rank is 2.5 (a
+  policy against copies of itself, e.g. ``start`` before the first step) and 0.0 otherwise
+  (the paired_comparison convention); with a single game index it is nan.
+
+Against a bot, before the first step the untrained network is measured once
+(``<prefix>untrained_*``, the baseline a learning claim is read against, and recorded with
+every later evaluation as ``<prefix>untrained_avg_rank`` / ``<prefix>untrained_rank_points``).
+Against a network it is skipped by default (``baseline: null``): against ``start`` it is 2.5 by
+construction; ``baseline: true`` measures it against a checkpoint.
 
 The metrics are logged before the checkpoint callback runs, so the checkpoint (and a stage's
-gate file) records them: a transition gate can require e.g. ``eval/avg_rank <= 2.55``.
-Walls and bot streams come from ``seed`` and the game indices, the same at every evaluation,
-so successive numbers differ only by the policy.
+gate file) records them: a transition gate can require e.g. ``eval/avg_rank <= 2.55``, or
+``eval/vs_start_avg_rank <= 2.45`` and ``eval/vs_start_p_value <= 0.05``. Walls and bot
+streams come from ``seed`` and the game indices, the same at every evaluation, so successive
+numbers differ only by the policy. A greedy policy against copies of itself ranks exactly 2.5
+on the CPU; on a GPU the two networks run in batches of different sizes, and kernels whose
+rounding depends on the batch may flip a near-tied argmax.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
+import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
@@ -32,14 +65,18 @@ import torch
 
 from meeple.callbacks.evaluation import evaluation_due
 
-from .duplicate import BOT_NAMES, DuplicateStats, check_bot, run_duplicate
-from .policy import POLICY, PolicyTable, greedy_policy
+from .duplicate import BOT_NAMES, DuplicateStats, even_test, run_duplicate
+from .policy import POLICY, PolicyTable, greedy_policy, load_policy_actor
 
 log = logging.getLogger(__name__)
 
 RANK_POINTS = (90.0, 45.0, 0.0, -135.0)
 PREFIX = "eval/"
-UNTRAINED = "eval/untrained_"
+UNTRAINED = "untrained_"  # after the prefix: eval/untrained_avg_rank
+START = "start"  # opponent: a frozen copy of the policy at on_train_start
+CHECKPOINT = "checkpoint"  # what self.opponent says when opponent_checkpoint is set
+OPPONENT = "opponent"  # the player name of a network opponent on the PolicyTable
+EVEN = 2.5  # the average rank of a player against copies of an equal one
 
 
 def duplicate_metrics(stats: DuplicateStats) -> dict[str, float]:
@@ -61,12 +98,37 @@ def duplicate_metrics(stats: DuplicateStats) -> dict[str, float]:
     }
 
 
-class DuplicateEvaluation(L.Callback):
-    """Duplicate evaluation of ``pl_module.policy`` against three ``opponent`` bots."""
+def even_metrics(per_index: Sequence[float]) -> dict[str, float]:
+    """``effect`` = 2.5 - mean and ``p_value`` of the t-test of the per-index average ranks
+    against 2.5 (duplicate.even_test). No variance (every index alike): 1.0 at 2.5, 0.0
+    elsewhere; fewer than 2 indices: nan."""
+    xs = list(per_index)
+    if not xs:
+        raise ValueError("even_metrics needs the average rank of at least one game index")
+    effect = EVEN - sum(xs) / len(xs)
+    test = even_test(xs)
+    if test is not None:
+        p = test["p"]
+    elif len(xs) < 2:
+        p = math.nan
+    else:  # the same rank at every index: the t statistic is 0/0 or +-inf
+        p = 1.0 if effect == 0 else 0.0
+    return {"effect": effect, "p_value": p}
 
-    def __init__(self, *, games: int, opponent: str = "rule", seed: int = 0, every_n_epochs: int = 1,
-                 every_n_validations: int | None = None, first_game: int = 0, chunk: int = 32,
-                 threads: int = 1, baseline: bool = True, rules: dict[str, Any] | None = None) -> None:
+
+def _device(module: torch.nn.Module) -> torch.device:
+    param = next(iter(module.parameters()), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+class DuplicateEvaluation(L.Callback):
+    """Duplicate evaluation of ``pl_module.policy`` against three copies of an opponent: a bot,
+    ``start`` (the policy as training started) or ``opponent_checkpoint``; see the module doc."""
+
+    def __init__(self, *, games: int, opponent: str | None = None, opponent_checkpoint: str | os.PathLike | None = None,
+                 prefix: str = PREFIX, seed: int = 0, every_n_epochs: int = 1, every_n_validations: int | None = None,
+                 first_game: int = 0, chunk: int = 32, threads: int = 1, baseline: bool | None = None,
+                 rules: dict[str, Any] | None = None) -> None:  # fmt: skip
         if games < 1:
             raise ValueError(f"duplicate evaluation games={games}; accepted: an integer >= 1")
         if every_n_epochs < 1:
@@ -74,40 +136,102 @@ class DuplicateEvaluation(L.Callback):
         if every_n_validations is not None and every_n_validations < 1:
             raise ValueError(f"duplicate evaluation every_n_validations={every_n_validations}; accepted: "
                              "null (evaluate at epoch ends) or an integer >= 1")
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"duplicate evaluation prefix={prefix!r}; accepted: a non-empty metric key prefix "
+                             "such as eval/ or eval/vs_start_")
+        if opponent_checkpoint is not None:
+            if opponent is not None:
+                raise ValueError(f"duplicate evaluation opponent={opponent!r} and opponent_checkpoint="
+                                 f"{str(opponent_checkpoint)!r}; accepted: one of them")
+            opponent = CHECKPOINT
+        elif opponent is None:
+            opponent = "rule"
+        elif opponent not in (*BOT_NAMES, START):
+            raise ValueError(f"unknown duplicate evaluation opponent '{opponent}'; accepted: "
+                             f"{', '.join(BOT_NAMES)} (bots), {START} (the policy as training started), "
+                             "or opponent_checkpoint=<checkpoint file or run directory>")
+        self.opponent = opponent
+        self.opponent_checkpoint = opponent_checkpoint
+        self.network = opponent in (START, CHECKPOINT)
+        self.prefix = prefix
         self.every_n_validations = every_n_validations
         self.validations = 0
-        self.opponent = check_bot(opponent, "duplicate evaluation opponent")
         self.games, self.seed, self.first_game = games, seed, first_game
         self.every_n_epochs, self.chunk, self.threads = every_n_epochs, chunk, threads
-        self.baseline = baseline
+        # The untrained baseline: by default against bots only (against start it is 2.5).
+        self.baseline = (not self.network if baseline is None else baseline) and opponent != START
         self.rules = dict(rules or {})
         self.history: list[dict[str, float]] = []  # every evaluation's metrics, with its global step
         self.untrained: dict[str, float] | None = None  # the baseline measured before the first step
+        self.opponent_actor: torch.nn.Module | None = None  # the network opponent, once prepared
+        self._start_state: dict[str, torch.Tensor] | None = None  # start weights from a resumed state
+
+    @property
+    def state_key(self) -> str:
+        # Several instances in one trainer need their own keys; the default one keeps the
+        # class name so checkpoints of earlier versions restore into it.
+        if self.prefix == PREFIX:
+            return super().state_key
+        return self._generate_state_key(prefix=self.prefix)
+
+    def _describe(self) -> str:
+        return f"checkpoint {self.opponent_checkpoint}" if self.opponent == CHECKPOINT else self.opponent
+
+    def prepare_opponent(self, pl_module: L.LightningModule, global_step: int = 0) -> None:
+        """Freeze the start copy or load the checkpoint's actor (network opponents only)."""
+        if not self.network or self.opponent_actor is not None:
+            return
+        policy = pl_module.policy
+        if self.opponent == START:
+            actor = copy.deepcopy(policy).requires_grad_(False)
+            if self._start_state is not None:  # a resumed run: the policy its first start copied
+                actor.load_state_dict(self._start_state)
+                self._start_state = None
+            elif global_step > 0:
+                log.warning("duplicate opponent=start: resumed at step %d from a checkpoint without the "
+                            "start copy; the opponent is the resumed policy", global_step)
+        else:
+            actor, info = load_policy_actor(self.opponent_checkpoint, device=str(_device(policy)))
+            log.info("duplicate opponent: %s (global step %s)", info["file"], info["global_step"])
+        self.opponent_actor = actor.eval()
 
     def evaluate(self, pl_module: L.LightningModule) -> dict[str, float]:
         """One duplicate evaluation of the module's current greedy policy."""
         policy = pl_module.policy
+        if self.network and self.opponent_actor is None:
+            if self.opponent == START:  # a copy taken now would be of trained weights
+                raise RuntimeError("duplicate evaluation opponent=start: the start copy is taken at "
+                                   "on_train_start, which has not run")
+            self.prepare_opponent(pl_module)
         was_training = policy.training
         started = time.perf_counter()
         try:
-            table = PolicyTable(greedy_policy(policy), threads=self.threads, **self.rules)
+            policies = {POLICY: greedy_policy(policy)}
+            opponent = self.opponent
+            if self.opponent_actor is not None:
+                policies[OPPONENT] = greedy_policy(self.opponent_actor.to(_device(policy)))
+                opponent = OPPONENT
+            table = PolicyTable(policies, threads=self.threads, **self.rules)
             with torch.no_grad():
-                stats = run_duplicate(table, POLICY, self.opponent, self.games, self.seed,
+                stats = run_duplicate(table, POLICY, opponent, self.games, self.seed,
                                       first_game=self.first_game, chunk=self.chunk)
         finally:
             policy.train(was_training)
         metrics = duplicate_metrics(stats)
-        log.info("duplicate vs 3x %s, %d game indices: avg rank %.3f [%.3f, %.3f] (%.1f s)", self.opponent,
+        if self.network:
+            metrics.update(even_metrics(list(stats.per_index().values())))
+        log.info("duplicate vs 3x %s, %d game indices: avg rank %.3f [%.3f, %.3f] (%.1f s)", self._describe(),
                  self.games, metrics["avg_rank"], metrics["avg_rank_ci_low"], metrics["avg_rank_ci_high"],
                  time.perf_counter() - started)
         return metrics
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.prepare_opponent(pl_module, trainer.global_step)
         if self.baseline and trainer.global_step == 0 and not self.history:
             metrics = self.evaluate(pl_module)
             self.history.append({"step": 0.0, "untrained": 1.0, **metrics})
             for logger in trainer.loggers:  # outside an epoch: straight to the loggers
-                logger.log_metrics({UNTRAINED + k: v for k, v in metrics.items()}, step=0)
+                logger.log_metrics({self.prefix + UNTRAINED + k: v for k, v in metrics.items()}, step=0)
             self.untrained = metrics
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -125,19 +249,28 @@ class DuplicateEvaluation(L.Callback):
         metrics = self.evaluate(pl_module)
         self.history.append({"step": float(trainer.global_step), **metrics})
         for key, value in metrics.items():
-            pl_module.log(PREFIX + key, value, on_step=False, on_epoch=True, prog_bar=key == "avg_rank")
+            pl_module.log(self.prefix + key, value, on_step=False, on_epoch=True, prog_bar=key == "avg_rank")
         if self.untrained is not None:
             # Recorded with each evaluation so the gate file says what training started from.
             for key in ("avg_rank", "rank_points"):
-                pl_module.log(UNTRAINED + key, self.untrained[key], on_step=False, on_epoch=True)
+                pl_module.log(self.prefix + UNTRAINED + key, self.untrained[key], on_step=False, on_epoch=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": list(self.history), "untrained": self.untrained, "validations": self.validations}
+        state: dict[str, Any] = {"history": list(self.history), "untrained": self.untrained,
+                                 "validations": self.validations}  # fmt: skip
+        if self.opponent == START:
+            actor = self.opponent_actor
+            start = self._start_state if actor is None else {k: v.detach().cpu() for k, v in actor.state_dict().items()}
+            state["start_policy"] = start
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = list(state["history"])
         self.untrained = state.get("untrained")
         self.validations = int(state.get("validations", 0))
+        if self.opponent == START and state.get("start_policy") is not None:
+            self._start_state = dict(state["start_policy"])
+            self.opponent_actor = None  # rebuilt from these weights at on_train_start
 
 
-__all__ = ["BOT_NAMES", "RANK_POINTS", "DuplicateEvaluation", "duplicate_metrics"]
+__all__ = ["BOT_NAMES", "RANK_POINTS", "DuplicateEvaluation", "duplicate_metrics", "even_metrics"]

@@ -10,8 +10,14 @@ policies' seats differ. Jobs are grouped by which seats the policies hold (one s
 group) and the groups step in lockstep; each pending decision is routed to the policy that
 holds its seat, so every step costs one forward per policy, whatever the number of tables.
 
+An *oracle* policy (phase 2's teacher, which also sees the hidden tiles) is a function with
+the attribute ``oracle = True``; it is called ``policy_fn(obs, mask, oracle [N, 205, 34])`` with
+the oracle planes of each deciding seat (meeple_mahjong.encode_oracle). The simulators write
+those planes only when some policy of the table is an oracle one.
+
 `greedy_policy(actor)` turns a TorchRL actor into such a function (argmax of the masked
-logits); `policy_from_checkpoint(path)` rebuilds a trained actor from its checkpoint.
+logits; an oracle function when the actor reads ``oracle``); `policy_from_checkpoint(path)`
+rebuilds a trained actor from its checkpoint (an ``env.oracle=true`` one included).
 """
 
 from __future__ import annotations
@@ -30,10 +36,17 @@ from meeple.nets.actor_critic import MASK_KEY, OBS_KEY
 from meeple_native import mahjong as _mj
 
 from .duplicate import BOT_NAMES, BotTable, GameJob, SeatResult, seat_results
-from .env import NUM_ACTIONS, PLANES, WIDTH, backend
+from .env import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, backend
+from .net import ORACLE_KEY
 
 POLICY = "policy"  # the player name PolicyTable plays with policy_fn
-PolicyFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# fn(obs, mask) -> actions, or fn(obs, mask, oracle) -> actions when fn.oracle is true
+PolicyFn = Callable[..., torch.Tensor]
+
+
+def is_oracle(fn: PolicyFn) -> bool:
+    """Whether ``fn`` is an oracle policy (called with the deciding seats' oracle planes too)."""
+    return bool(getattr(fn, "oracle", False))
 
 
 class _Group:
@@ -43,7 +56,7 @@ class _Group:
     ``seats[i]``, docs/mahjong_env.md)."""
 
     def __init__(self, jobs: list[int], games: list[GameJob], seats: tuple[int, ...],
-                 bots: list[str], rules: Any, threads: int, names: list[str]) -> None:  # fmt: skip
+                 bots: list[str], rules: Any, threads: int, names: list[str], oracle: bool) -> None:  # fmt: skip
         self.jobs = jobs
         self.sim = _mj.BatchSim(
             len(games), rules, learner_seats=list(seats), bots=bots, threads=threads,
@@ -54,6 +67,9 @@ class _Group:
         self.mask = torch.empty(n, NUM_ACTIONS, dtype=torch.uint8)
         self.active = torch.empty(n, dtype=torch.uint8)
         self.out = dict(obs=self.obs.numpy(), mask=self.mask.numpy(), active=self.active.numpy())
+        self.oracle = torch.empty(n, ORACLE_PLANES, WIDTH) if oracle else None
+        if self.oracle is not None:
+            self.out["oracle"] = self.oracle.numpy()
         owners = [names.index(g.players[seat]) for g in games for seat in seats]
         self.owner = torch.tensor(owners, dtype=torch.int64)
 
@@ -64,9 +80,9 @@ class _Group:
 class PolicyTable:
     """Plays `GameJob`s whose players are policy names (keys of ``policies``) or bot names.
 
-    ``policies`` is one policy_fn (played as ``"policy"``) or a mapping name -> policy_fn;
-    ``rules`` are engine rule options (as ``Game(**rules)``); ``threads`` native threads per
-    simulator. ``decisions[name]`` counts a policy's decisions, ``forwards[name]`` its calls,
+    ``policies`` is one policy_fn (played as ``"policy"``) or a mapping name -> policy_fn
+    (oracle ones, `is_oracle`, get the oracle planes too); ``rules`` are engine rule options
+    (as ``Game(**rules)``); ``threads`` native threads per simulator. ``decisions[name]`` counts a policy's decisions, ``forwards[name]`` its calls,
     ``steps`` the lockstep steps (each calls a policy at most once).
     """
 
@@ -82,6 +98,8 @@ class PolicyTable:
                 f"is not a bot's ({', '.join(BOT_NAMES)})"
             )
         self.names = list(self.policies)
+        # Oracle planes cost an encoding per decision: the simulators write them only if read.
+        self.oracle = any(is_oracle(fn) for fn in self.policies.values())
         self.threads = threads
         self._rules = _mj.Game(**rules)
         self._bots = BotTable(**rules)
@@ -106,7 +124,8 @@ class PolicyTable:
         for i, res in zip(bot_only, self._bots.play([jobs[i] for i in bot_only]), strict=True):
             out[i] = res
         groups = [
-            _Group(idx, [jobs[i] for i in idx], seats, list(bots), self._rules, self.threads, self.names)
+            _Group(idx, [jobs[i] for i in idx], seats, list(bots), self._rules, self.threads, self.names,
+                   self.oracle)
             for (seats, bots), idx in by_seats.items()
         ]
         self._run(groups)
@@ -128,11 +147,15 @@ class PolicyTable:
             obs = torch.cat([g.obs[p] for g, p in zip(live, pending, strict=True)])
             mask = torch.cat([g.mask[p] for g, p in zip(live, pending, strict=True)]).view(torch.bool)
             owner = torch.cat([g.owner[p] for g, p in zip(live, pending, strict=True)])
+            oracle = None
+            if self.oracle:
+                oracle = torch.cat([g.oracle[p] for g, p in zip(live, pending, strict=True)])
             acts = torch.empty(len(obs), dtype=torch.int64)
             for k, name in enumerate(self.names):
                 mine = (owner == k).nonzero().squeeze(-1)
                 if len(mine):
-                    acts[mine] = self._act(name, obs[mine], mask[mine])
+                    planes = None if oracle is None else oracle[mine]
+                    acts[mine] = self._act(name, obs[mine], mask[mine], planes)
             k = 0
             for g, sel in zip(live, pending, strict=True):
                 actions = torch.full((len(sel),), _mj.PASS_ACTION, dtype=torch.int64)
@@ -144,8 +167,10 @@ class PolicyTable:
                 except ValueError as err:
                     raise ValueError(f"a policy chose an illegal action: {err}") from err
 
-    def _act(self, name: str, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        actions = self.policies[name](obs, mask)
+    def _act(self, name: str, obs: torch.Tensor, mask: torch.Tensor,
+             oracle: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+        fn = self.policies[name]
+        actions = fn(obs, mask, oracle) if is_oracle(fn) else fn(obs, mask)
         if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
             got = (
                 tuple(actions.shape)
@@ -163,20 +188,32 @@ class PolicyTable:
 
 def greedy_policy(actor: torch.nn.Module, *, device: str | torch.device | None = None) -> PolicyFn:
     """A TorchRL actor (reads ``observation``, ``action_mask``; writes ``logits``) as a
-    deterministic policy_fn: the legal action with the highest logit."""
+    deterministic policy_fn: the legal action with the highest logit. An actor whose in_keys
+    include ``oracle`` (model.oracle_planes > 0) becomes an oracle policy_fn (`is_oracle`)."""
     if device is None:
         param = next(iter(actor.parameters()), None)
         device = param.device if param is not None else torch.device("cpu")
     actor.eval()
 
     @torch.no_grad()
-    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        td = TensorDict({OBS_KEY: obs.to(device), MASK_KEY: mask.to(device)}, batch_size=[len(obs)])
+    def greedy(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        td = TensorDict({k: v.to(device) for k, v in inputs.items()}, batch_size=[len(inputs[OBS_KEY])])
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             td = actor(td)
         if "logits" not in td.keys():
             return td["action"].cpu()
         return td["logits"].masked_fill(~td[MASK_KEY], float("-inf")).argmax(-1).cpu()
+
+    if ORACLE_KEY in getattr(actor, "in_keys", ()):
+
+        def act_oracle(obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
+            return greedy({OBS_KEY: obs, MASK_KEY: mask, ORACLE_KEY: oracle})
+
+        act_oracle.oracle = True  # type: ignore[attr-defined]
+        return act_oracle
+
+    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return greedy({OBS_KEY: obs, MASK_KEY: mask})
 
     return act
 
@@ -209,7 +246,10 @@ def load_policy_actor(
     path: str | os.PathLike, *, device: str = "cpu"
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The actor of an ``env=mahjong`` PPO checkpoint (file or run directory) and what
-    `meeple.checkpoint.actor.load_actor` says of it (file, global_step, timestamp, config)."""
+    `meeple.checkpoint.actor.load_actor` says of it (file, global_step, timestamp, config).
+
+    The env is rebuilt from the saved env config, so an ``env.oracle=true`` checkpoint gets
+    the ``oracle`` observation its ``model.oracle_planes`` stem reads."""
     return load_actor(path, _mahjong_specs, map_location=device)
 
 
