@@ -157,11 +157,12 @@ void BatchSim::reset(const uint8_t* reset, const BatchOut& out) {
   });
 }
 
-void BatchSim::step(const int64_t* actions, const BatchOut& out) {
+void BatchSim::step(const int64_t* actions, const BatchOut& out, const uint8_t* tables) {
   if (!out.obs || !out.mask) throw std::invalid_argument("step: obs and mask outputs are required");
   const int L = static_cast<int>(cfg_.learner_seats.size());
   // Check everything before touching any table, so a bad action changes nothing.
   for (int t = 0; t < cfg_.num_tables; ++t) {
+    if (tables && !tables[t]) continue;  // held
     if (tables_[t].finished) {
       if (explicit_games() && tables_[t].games_started) continue;  // its game is over: skipped
       throw std::invalid_argument("table " + std::to_string(t) + " has no game in progress: reset it first");
@@ -182,6 +183,14 @@ void BatchSim::step(const int64_t* actions, const BatchOut& out) {
   }
   parallel([&](int t) {
     Table& tb = tables_[t];
+    if (tables && !tables[t]) {  // held: its rows keep what the caller's arrays hold
+      for (int i = 0; i < L; ++i) {
+        const size_t slot = static_cast<size_t>(t) * L + i;
+        if (out.reward) out.reward[slot] = 0.0f;
+        if (out.done) out.done[slot] = 0;
+      }
+      return;
+    }
     if (tb.finished) {  // an explicit game already over: rows rewritten, inactive
       write(t, out, false);
       return;

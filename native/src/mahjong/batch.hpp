@@ -87,7 +87,12 @@ class BatchSim {
   // and stays at its final state until reset. Throws std::invalid_argument, with nothing
   // applied, if an active slot's action is not legal or a finished table is stepped
   // (with explicit games a finished table is skipped instead: its slots stay inactive).
-  void step(const int64_t* actions, const BatchOut& out);
+  // `tables` (null = all) holds every table with tables[t] == 0: nothing is checked,
+  // applied or advanced there, its rows are not written (pass the arrays of the previous
+  // call to keep them valid) except reward 0 and done 0, so a caller can advance some
+  // tables alone (e.g. seats played by other networks) and resume the others later as if
+  // never held.
+  void step(const int64_t* actions, const BatchOut& out, const uint8_t* tables = nullptr);
 
   const Game& game(int table) const { return tables_.at(table).game; }
   // The table's current (or last) game so far, per seat as play_bots reports it: score,

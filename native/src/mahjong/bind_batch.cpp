@@ -171,18 +171,22 @@ void register_batch(nb::module_& m) {
           [](BatchSim& b, Array<const int64_t> actions, Array<float> obs, Array<uint8_t> mask,
              std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
              std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
-             std::optional<Array<float>> oracle) {
+             std::optional<Array<float>> oracle, std::optional<Array<const uint8_t>> tables) {
             const int64_t* a = checked("actions", actions, {static_cast<size_t>(b.num_slots())}, "int64");
             const BatchOut out = outputs(b, obs, mask, active, reward, done, rank, score, oracle);
+            const uint8_t* held =
+                tables ? checked("tables", *tables, {static_cast<size_t>(b.num_tables())}, "uint8/bool") : nullptr;
             nb::gil_scoped_release release;
-            b.step(a, out);
+            b.step(a, out, held);
           },
           "actions"_a, "obs"_a.noconvert(), "mask"_a.noconvert(), nb::kw_only(),
           "active"_a.noconvert() = nb::none(), "reward"_a.noconvert() = nb::none(),
           "done"_a.noconvert() = nb::none(), "rank"_a.noconvert() = nb::none(),
-          "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(),
+          "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(), "tables"_a.none() = nb::none(),
           "Play actions[slot] at every active slot, advance every table to its next learner decision, write\n"
-          "every slot. The GIL is released while tables step on the thread pool.");
+          "every slot. `tables` (uint8/bool [num_tables], None = all): only tables with tables[t] step; the\n"
+          "others are held: their rows are left as the arrays hold them (pass the last call's arrays), but\n"
+          "reward 0 and done 0. The GIL is released while tables step on the thread pool.");
 
   // Python-side play that matches the native bots exactly (reference loops, mixed tables).
   nb::class_<SplitMix64>(m, "BotStream",

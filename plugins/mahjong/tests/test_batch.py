@@ -224,3 +224,70 @@ def test_env_partial_reset_restarts_only_finished_tables():
     env.reset(td)
     assert env.sim.game(0).hand(0) != before[0][0]  # table 0 plays its next game (a new wall)
     assert (env.sim.game(1).hand(0), env.sim.game(1).tiles_left) == before[1]  # table 1 untouched
+
+
+def _rows(b, t, L):
+    return {k: v[t * L : (t + 1) * L].copy() for k, v in b.out.items()}
+
+
+def test_held_tables_keep_their_state_and_resume_the_same_game():
+    """step(..., tables=m) holds tables with m[t] == 0: rows not written but reward 0 and
+    done 0, nothing applied (their actions are not even checked); each table's game is the
+    one it plays when never held."""
+    tables, seats, steps = 3, (1, 3), 200
+    L = len(seats)
+
+    def run(hold_rng):
+        sim = _sim(tables, seats=seats, bots="rule")
+        b = Buffers(sim.num_slots)
+        sim.reset(None, **b.out)
+        rngs = [np.random.default_rng([0, t]) for t in range(tables)]
+        trace = [[] for _ in range(tables)]
+        while min(len(x) for x in trace) < steps:
+            go = np.array([len(trace[t]) < steps for t in range(tables)])
+            if hold_rng is not None:
+                go &= hold_rng.random(tables) < 0.5
+            actions = np.full(sim.num_slots, -1, np.int64)  # held tables: illegal, never read
+            for t in np.flatnonzero(go):
+                actions[t * L : (t + 1) * L] = _policy_actions(b.mask[t * L : (t + 1) * L], rngs[t])
+            before = {t: (_rows(b, t, L), sim.game(t).hand(0), sim.game(t).pending()) for t in np.flatnonzero(~go)}
+            sim.step(actions, **b.out, tables=go.astype(np.uint8))
+            for t in range(tables):
+                if go[t]:
+                    trace[t].append(_rows(b, t, L))
+                    continue
+                rows, hand, pending = before[t]
+                assert (sim.game(t).hand(0), sim.game(t).pending()) == (hand, pending)
+                now = _rows(b, t, L)
+                assert not now["reward"].any() and not now["done"].any()
+                for k in ("obs", "mask", "active", "score"):
+                    np.testing.assert_array_equal(now[k], rows[k])
+            done = b.done.reshape(tables, L).any(1)
+            if done.any():
+                sim.reset(done.astype(np.uint8), **b.out)
+        return trace
+
+    never_held = run(None)
+    held = run(np.random.default_rng(1))
+    for a, b in zip(never_held, held, strict=True):
+        assert sum(r["done"].any() for r in a[:steps]) >= 1  # the traces cross a game's end
+        for x, y in zip(a[:steps], b[:steps], strict=True):
+            for k in x:
+                np.testing.assert_array_equal(x[k], y[k])
+
+
+def test_held_finished_table_keeps_its_rank_and_bad_masks_are_named():
+    sim = _sim(2)
+    b = Buffers(2)
+    sim.reset(None, **b.out)
+    rng = np.random.default_rng(0)
+    while not b.done[0]:  # play table 0 to its game's end, table 1 held throughout
+        sim.step(_policy_actions(b.mask, rng), **b.out, tables=np.array([1, 0], np.uint8))
+    rank, score = b.rank[0], b.score[0]
+    sim.step(_policy_actions(b.mask, rng), **b.out, tables=np.array([0, 1], np.uint8))
+    assert (b.rank[0], b.score[0], b.done[0], b.active[0]) == (rank, score, 0, 0)
+    assert b.rank[1] == -1
+    with pytest.raises(ValueError, match="reset it first"):
+        sim.step(_policy_actions(b.mask, rng), **b.out, tables=np.array([1, 1], np.uint8))
+    with pytest.raises(ValueError, match=r"tables: expected a C-contiguous uint8/bool CPU array of shape \(2\), got shape \(3\)"):
+        sim.step(_policy_actions(b.mask, rng), **b.out, tables=np.ones(3, np.uint8))

@@ -9,11 +9,17 @@ act has a mask allowing only ``pass`` (a no-op whose probability under the maske
 is one, so it carries no gradient). Rewards: the seat's score change times
 ``score_scale``, plus ``rank_reward[rank]`` when the game ends; the table's slots are done
 together and restart on reset. docs/mahjong_env.md has the keys and the options.
+
+Opponent seats may also be frozen networks (``opponents`` naming a key of
+``opponent_policies`` or ``opponent_checkpoints``): the simulator then drives them from
+Python like learner seats, and after each step the tables waiting only on networks are
+stepped alone (the others held) until every table waits on the learner again; rewards and
+done of those steps add up into the learner's step (`_play_networks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -23,6 +29,8 @@ from torchrl.envs import EnvBase
 
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
+
+from .opponents import NetworkSeats, network_names
 
 PLANES, WIDTH, ORACLE_PLANES = (
     _mj.PUBLIC_PLANES,
@@ -38,26 +46,32 @@ RULE_KEYS = (
 )  # fmt: skip
 
 
-def seat_bots(learner_seats: Sequence[int], opponents: str | Sequence[str]) -> list[str]:
-    """One bot name per seat (learner seats get a placeholder the simulator ignores).
+def seat_players(
+    learner_seats: Sequence[int], opponents: str | Sequence[str], networks: Sequence[str] = ()
+) -> dict[int, str]:
+    """The player (bot or network name) at each non-learner seat.
 
     ``opponents`` is one name for every other seat, or a list with one name per other
-    seat in seat order.
+    seat in seat order; a name is a bot (`BOTS`) or one of ``networks``.
     """
     others = [s for s in range(4) if s not in learner_seats]
     names = [opponents] * len(others) if isinstance(opponents, str) else list(opponents)
     if len(names) != len(others):
         raise ConfigError(
-            f"env.opponents={list(names)}: give one bot name for all other seats or one per other seat "
+            f"env.opponents={list(names)}: give one name for all other seats or one per other seat "
             f"({len(others)} for learner seats {list(learner_seats)})"
         )
     for name in names:
-        if name not in BOTS:
-            raise ConfigError(f"env.opponents: unknown bot {name!r}; accepted: {', '.join(BOTS)}")
-    bots = ["random"] * 4
-    for seat, name in zip(others, names, strict=True):
-        bots[seat] = name
-    return bots
+        if name not in BOTS and name not in networks:
+            nets = (
+                f", or a network: {', '.join(networks)}"
+                if networks
+                else " (networks: none configured in env.opponent_checkpoints)"
+            )
+            raise ConfigError(
+                f"env.opponents: unknown bot {name!r}; accepted: {', '.join(BOTS)}{nets}"
+            )
+    return dict(zip(others, names, strict=True))
 
 
 class MahjongEnv(EnvBase):
@@ -76,6 +90,8 @@ class MahjongEnv(EnvBase):
         score_scale: float = 1e-4,
         rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
         oracle: bool = False,
+        opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
+        opponent_checkpoints: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         learner_seats = [int(s) for s in learner_seats]
@@ -104,12 +120,30 @@ class MahjongEnv(EnvBase):
             )
         if threads < 1:
             raise ConfigError(f"env.threads={threads}; accepted: an integer >= 1")
+        players = seat_players(
+            learner_seats, opponents, network_names(opponent_policies, opponent_checkpoints, BOTS)
+        )
         super().__init__(batch_size=torch.Size([num_envs]), device=device)
         self.learner_seats = learner_seats
         self.num_tables = num_envs // len(learner_seats)
+        # The simulator's Python-driven seats: the learner's, then the networks' (if any).
+        net_players = {s: n for s, n in players.items() if n not in BOTS}
+        if net_players and "tables:" not in (_mj.BatchSim.step.__doc__ or ""):
+            raise ConfigError(
+                "env.opponents seats networks, which needs BatchSim.step(tables=...): rebuild "
+                "meeple_native from this checkout (pip install ./native)"
+            )
+        self.nets = (
+            NetworkSeats.seat(len(learner_seats), net_players, opponent_policies, opponent_checkpoints)
+            if net_players
+            else None
+        )
+        self._cols = len(learner_seats) + len(net_players)
+        bots = [players[s] if players.get(s) in BOTS else "random" for s in range(4)]  # others ignored
+        self.sim_steps = 0  # BatchSim.step calls (one per env step plus network-only steps)
         self._sim_args = dict(
-            learner_seats=learner_seats,
-            bots=seat_bots(learner_seats, opponents),
+            learner_seats=learner_seats + list(net_players),
+            bots=bots,
             threads=int(threads),
             score_scale=float(score_scale),
             rank_reward=[float(r) for r in rank_reward],
@@ -135,6 +169,7 @@ class MahjongEnv(EnvBase):
         self.action_spec = Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64)
         self.reward_spec = Unbounded((n, 1), dtype=torch.float32)
         self._seats = torch.tensor(learner_seats * self.num_tables, dtype=torch.int64).unsqueeze(-1)
+        self._last: dict[str, torch.Tensor] | None = None  # the simulator's rows after the last call
 
     # -- TorchRL hooks --
     def _set_seed(self, seed: int | None) -> None:
@@ -143,6 +178,7 @@ class MahjongEnv(EnvBase):
         self.sim = _mj.BatchSim(
             self.num_tables, self._rules, session_seed=int(seed or 0), **self._sim_args
         )
+        self._last = None
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         tables = None
@@ -150,12 +186,21 @@ class MahjongEnv(EnvBase):
             slots = tensordict["_reset"].reshape(self.num_tables, len(self.learner_seats))
             tables = slots.any(-1).to(torch.uint8).cpu().numpy()
         td = self._run(lambda out: self.sim.reset(tables, **out))
-        del td["reward"]  # TorchRL: no reward at reset
+        del td["reward"]  # TorchRL: no reward at reset (nor for network-only steps before it)
         return td
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = tensordict["action"].reshape(-1).to(device="cpu", dtype=torch.int64).contiguous()
-        return self._run(lambda out: self.sim.step(actions.numpy(), **out))
+        learner = tensordict["action"].reshape(self.num_tables, -1).to(device="cpu", dtype=torch.int64)
+        actions = torch.full((self.num_tables, self._cols), _mj.PASS_ACTION, dtype=torch.int64)
+        actions[:, : len(self.learner_seats)] = learner
+        actions = actions.reshape(-1)
+        if self.nets is not None and self._last is not None:
+            # Network decisions due with the learner's (calls on the same discard) go together.
+            last = self._last
+            due = last["active"].view(torch.bool).view(self.num_tables, -1).clone()
+            due[:, : len(self.learner_seats)] = False
+            self.nets.act(due, last["obs"], last["mask"], last.get("oracle"), actions)
+        return self._run(lambda out: self.sim.step(actions.numpy(), **out), step=True)
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """A uniformly random *legal* action per slot (rollouts without a policy)."""
@@ -169,37 +214,78 @@ class MahjongEnv(EnvBase):
         )
         return tensordict
 
-    def _run(self, call) -> TensorDictBase:
-        n = self.batch_size[0]
-        obs = torch.empty(n, PLANES, WIDTH)
-        mask = torch.empty(n, NUM_ACTIONS, dtype=torch.uint8)
-        active = torch.empty(n, dtype=torch.uint8)
-        reward = torch.empty(n)
-        done = torch.empty(n, dtype=torch.uint8)
-        rank = torch.empty(n, dtype=torch.int8)
-        score = torch.empty(n, dtype=torch.int32)
-        out = dict(obs=obs.numpy(), mask=mask.numpy(), active=active.numpy(), reward=reward.numpy(),
-                   done=done.numpy(), rank=rank.numpy(), score=score.numpy())  # fmt: skip
-        oracle = None
-        if self.oracle:
-            oracle = torch.empty(n, ORACLE_PLANES, WIDTH)
-            out["oracle"] = oracle.numpy()
+    def _run(self, call, step: bool = False) -> TensorDictBase:
+        n = self.num_tables * self._cols
+        buf = {
+            "obs": torch.empty(n, PLANES, WIDTH),
+            "mask": torch.empty(n, NUM_ACTIONS, dtype=torch.uint8),
+            "active": torch.empty(n, dtype=torch.uint8),
+            "reward": torch.empty(n),
+            "done": torch.empty(n, dtype=torch.uint8),
+            "rank": torch.empty(n, dtype=torch.int8),
+            "score": torch.empty(n, dtype=torch.int32),
+        }
+        if self.oracle or (self.nets is not None and self.nets.oracle):
+            buf["oracle"] = torch.empty(n, ORACLE_PLANES, WIDTH)
+        out = {k: v.numpy() for k, v in buf.items()}
         call(out)
-        done_b = done.view(torch.bool).unsqueeze(-1)
+        self.sim_steps += step
+        if self.nets is not None:
+            reward, done = self._play_networks(buf, out)
+            self._last = buf
+            # The learner's columns (a copy; the networks' rows stay behind in self._last).
+            buf = {k: v.view(self.num_tables, self._cols, *v.shape[1:])[:, : len(self.learner_seats)]
+                   .reshape(-1, *v.shape[1:]) for k, v in buf.items()}  # fmt: skip
+            buf["reward"], buf["done"] = reward, done
+        done_b = buf["done"].view(torch.bool).unsqueeze(-1)
         td = {
-            "observation": obs,
-            "action_mask": mask.view(torch.bool),
-            "active": active.view(torch.bool).unsqueeze(-1),
-            "rank": rank.to(torch.int64).unsqueeze(-1),
-            "score": score.to(torch.int64).unsqueeze(-1),
+            "observation": buf["obs"],
+            "action_mask": buf["mask"].view(torch.bool),
+            "active": buf["active"].view(torch.bool).unsqueeze(-1),
+            "rank": buf["rank"].to(torch.int64).unsqueeze(-1),
+            "score": buf["score"].to(torch.int64).unsqueeze(-1),
             "seat": self._seats.clone(),
-            "reward": reward.unsqueeze(-1),
+            "reward": buf["reward"].unsqueeze(-1),
             "done": done_b,
             "terminated": done_b.clone(),
         }
-        if oracle is not None:
-            td["oracle"] = oracle
+        if self.oracle:
+            td["oracle"] = buf["oracle"]
         return TensorDict(td, batch_size=self.batch_size, device=self.device)
+
+    def _play_networks(self, buf: dict[str, torch.Tensor], out: dict[str, Any]):
+        """Steps the tables that wait only on network seats (the others held) until every
+        table waits on a learner seat or its game is over. Returns the learner columns'
+        reward and done summed over those steps."""
+        T, L = self.num_tables, len(self.learner_seats)
+        reward = buf["reward"].view(T, self._cols)[:, :L].clone()
+        done = buf["done"].view(T, self._cols)[:, :L].clone()
+        while True:
+            active = buf["active"].view(torch.bool).view(T, self._cols)
+            go = active[:, L:].any(1) & ~active[:, :L].any(1)
+            if not go.any():
+                return reward.reshape(-1), done.reshape(-1)
+            due = active & go.unsqueeze(1)
+            actions = torch.full((T * self._cols,), _mj.PASS_ACTION, dtype=torch.int64)
+            self.nets.act(due, buf["obs"], buf["mask"], buf.get("oracle"), actions)
+            tables = go.to(torch.uint8).numpy()
+            try:
+                self.sim.step(actions.numpy(), **out, tables=tables)
+            except ValueError as err:
+                raise ValueError(f"an opponent network chose an illegal action: {err}") from err
+            self.sim_steps += 1
+            reward += buf["reward"].view(T, self._cols)[:, :L]
+            done |= buf["done"].view(T, self._cols)[:, :L]
+
+    @property
+    def decisions(self) -> dict[str, int]:
+        """Decisions each opponent network has made (empty without networks)."""
+        return dict(self.nets.decisions) if self.nets else {}
+
+    @property
+    def forwards(self) -> dict[str, int]:
+        """Calls of each opponent network: at most one per simulator step (`sim_steps`)."""
+        return dict(self.nets.forwards) if self.nets else {}
 
 
 ENV_OPTIONS = (
@@ -210,6 +296,7 @@ ENV_OPTIONS = (
     "score_scale",
     "rank_reward",
     "oracle",
+    "opponent_checkpoints",
 )
 
 

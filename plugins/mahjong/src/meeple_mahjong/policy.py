@@ -218,6 +218,28 @@ def greedy_policy(actor: torch.nn.Module, *, device: str | torch.device | None =
     return act
 
 
+def sampled_policy(actor: torch.nn.Module, *, seed: int = 0,
+                   device: str | torch.device | None = None) -> PolicyFn:  # fmt: skip
+    """Like `greedy_policy` but samples from the softmax of the masked logits, drawing from
+    its own CPU generator seeded by ``seed``: reproducible, and the global RNG (the
+    learner's sampling) is left alone."""
+    if device is None:
+        param = next(iter(actor.parameters()), None)
+        device = param.device if param is not None else torch.device("cpu")
+    actor.eval()
+    gen = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        td = TensorDict({OBS_KEY: obs.to(device), MASK_KEY: mask.to(device)}, batch_size=[len(obs)])
+        with set_exploration_type(ExplorationType.DETERMINISTIC):  # no draw from the global RNG
+            td = actor(td)
+        logits = td["logits"].float().cpu().masked_fill(~mask.cpu(), float("-inf"))
+        return torch.multinomial(logits.softmax(-1), 1, generator=gen).squeeze(-1)
+
+    return act
+
+
 def random_policy(seed: int = 0) -> PolicyFn:
     """A uniformly random legal action (a baseline; its own generator, seeded)."""
     gen = torch.Generator().manual_seed(seed)
@@ -230,6 +252,8 @@ def random_policy(seed: int = 0) -> PolicyFn:
 
 def _mahjong_specs(config: dict[str, Any]) -> tuple[Any, Any]:
     env_cfg = dict(config.get("env") or {})
+    # The specs do not depend on the opponents; frozen networks it trained against are not loaded.
+    env_cfg.pop("opponents", None), env_cfg.pop("opponent_checkpoints", None)
     if env_cfg.get("backend") != "mahjong":
         raise CheckpointError(
             f"the checkpoint was trained on env backend {env_cfg.get('backend')!r}; "

@@ -1,0 +1,119 @@
+"""Networks in the env's opponent seats (``env.opponents`` naming a network, docs/mahjong_env.md).
+
+`NetworkSeats` owns the frozen policies that play some non-learner seats of `MahjongEnv`:
+given the simulator's rows and the slots whose decisions are due, it calls each policy once
+on all of its due rows (one batched forward per network per simulator step) and counts
+decisions and forwards as `PolicyTable` does. A policy is the PolicyTable protocol
+``fn(obs [N, 84, 34] float32, mask [N, 155] bool) -> actions [N] int64``; one with
+``fn.oracle = True`` is called ``fn(obs, mask, oracle [N, 205, 34])``.
+
+`load_checkpoint_opponents` turns ``env.opponent_checkpoints`` into such policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from meeple.errors import ConfigError
+
+PolicyFn = Callable[..., torch.Tensor]
+CHECKPOINT_KEYS = ("path", "greedy", "seed", "device")
+
+
+def network_names(policies: Mapping[str, PolicyFn] | None, checkpoints: Mapping[str, Any] | None,
+                  bots: Sequence[str]) -> list[str]:  # fmt: skip
+    """The names ``env.opponents`` may use for networks (checked: unique, not a bot's)."""
+    policies, checkpoints = policies or {}, checkpoints or {}
+    twice = sorted(set(policies) & set(checkpoints))
+    if twice:
+        raise ConfigError(f"opponent network(s) {twice} given both as policies and as checkpoints")
+    bad = sorted(n for n in [*policies, *checkpoints] if n in bots)
+    if bad:
+        raise ConfigError(
+            f"env.opponent_checkpoints: network name(s) {bad} are bot names; accepted: any "
+            f"other name (bots: {', '.join(bots)})"
+        )
+    return [*policies, *checkpoints]
+
+
+class NetworkSeats:
+    """Routes due decisions to their network. ``owner[col]`` is the index in ``names`` of
+    the network playing simulator column ``col`` (-1: a learner column)."""
+
+    @classmethod
+    def seat(cls, learners: int, players: Mapping[int, str], policies: Mapping[str, PolicyFn] | None,
+             checkpoints: Mapping[str, Any] | None) -> NetworkSeats:  # fmt: skip
+        """Networks for simulator columns ``learners + i``, the i-th seat of ``players``
+        (seat -> name); a name's policy is given or loaded (only seated checkpoints load)."""
+        names = list(dict.fromkeys(players.values()))
+        fns = {n: (policies or {})[n] for n in names if n in (policies or {})}
+        fns |= load_checkpoint_opponents({n: checkpoints[n] for n in names if n not in fns})
+        owner = [-1] * learners + [names.index(n) for n in players.values()]
+        return cls({n: fns[n] for n in names}, owner)
+
+    def __init__(self, policies: Mapping[str, PolicyFn], owner: list[int]) -> None:
+        self.policies = dict(policies)
+        self.names = list(self.policies)
+        self.owner = torch.tensor(owner, dtype=torch.int64)
+        self.oracle = any(getattr(fn, "oracle", False) for fn in self.policies.values())
+        self.decisions = dict.fromkeys(self.names, 0)
+        self.forwards = dict.fromkeys(self.names, 0)
+
+    def act(self, due: torch.Tensor, obs: torch.Tensor, mask: torch.Tensor,
+            oracle: torch.Tensor | None, actions: torch.Tensor) -> None:  # fmt: skip
+        """Writes each network's actions into ``actions[slot]`` for the slots where ``due``
+        ([tables, columns] bool); rows are flat slots ``table * columns + col``."""
+        owner = self.owner.expand_as(due)
+        for k, name in enumerate(self.names):
+            rows = (due & (owner == k)).reshape(-1).nonzero().squeeze(-1)
+            if len(rows):
+                actions[rows] = self._call(name, rows, obs, mask, oracle)
+
+    def _call(self, name, rows, obs, mask, oracle) -> torch.Tensor:
+        fn = self.policies[name]
+        args = (obs[rows], mask[rows].view(torch.bool))
+        if getattr(fn, "oracle", False):
+            args += (oracle[rows],)
+        out = fn(*args)
+        if not isinstance(out, torch.Tensor) or out.shape != (len(rows),):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(
+                f"opponent network '{name}' must return an int64 tensor of shape ({len(rows)},) "
+                f"(one action index per observation), got {got}"
+            )
+        self.decisions[name] += len(rows)
+        self.forwards[name] += 1
+        return out.to(device="cpu", dtype=torch.int64)
+
+
+def load_checkpoint_opponents(checkpoints: Mapping[str, Any]) -> dict[str, PolicyFn]:
+    """``{name: path}`` or ``{name: {path, greedy=True, seed=0, device="cpu"}}`` -> policies.
+
+    ``greedy: false`` samples from the masked softmax with the network's own generator
+    seeded by ``seed`` (reproducible, independent of the learner's sampling)."""
+    if not checkpoints:
+        return {}
+    specs = {}
+    for name, spec in checkpoints.items():
+        spec = {"path": spec} if isinstance(spec, str) else dict(spec)
+        unknown = sorted(set(spec) - set(CHECKPOINT_KEYS))
+        if unknown or "path" not in spec:
+            raise ConfigError(
+                f"env.opponent_checkpoints.{name}={spec}: give a path, or a mapping with keys "
+                f"{', '.join(CHECKPOINT_KEYS)} (path required)"
+            )
+        specs[name] = spec
+    from .policy import greedy_policy, load_policy_actor, sampled_policy  # policy imports env
+
+    policies = {}
+    for name, spec in specs.items():
+        device = str(spec.get("device", "cpu"))
+        actor, _ = load_policy_actor(spec["path"], device=device)
+        if spec.get("greedy", True):
+            policies[name] = greedy_policy(actor, device=device)
+        else:
+            policies[name] = sampled_policy(actor, seed=int(spec.get("seed", 0)), device=device)
+    return policies
