@@ -94,6 +94,7 @@ def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSes
 def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
                 source: RunDirectory | None) -> dict:
     step, metrics = 0, {}
+    by_name = {s.name: s for s in plan.stages}
     if session is not None and session.resumed and all(session.done(s.index) for s in plan.stages[: plan.stop + 1]):
         log.warning("run %s is complete (every stage up to %s finished): nothing to resume",
                     session.run.path, plan.stages[plan.stop].label)
@@ -111,7 +112,6 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
             start = StageStart(stage.typed["transition"])
         else:
             transition = stage.typed["transition"]
-            by_name = {s.name: s for s in plan.stages}
             previous = plan.stages[stage.index - 1]
             start = open_start(session.run, transition, previous=previous,
                                source=by_name[transition.source] if transition.source else previous,

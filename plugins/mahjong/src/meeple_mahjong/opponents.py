@@ -23,6 +23,25 @@ PolicyFn = Callable[..., torch.Tensor]
 CHECKPOINT_KEYS = ("path", "greedy", "seed", "device")
 
 
+def is_oracle(fn: PolicyFn) -> bool:
+    """Whether ``fn`` is an oracle policy (called with the deciding seats' oracle planes too)."""
+    return bool(getattr(fn, "oracle", False))
+
+
+def call_policy(fn: PolicyFn, obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor | None, *,
+                what: str) -> torch.Tensor:
+    """``fn``'s actions for these rows (with the oracle planes if it reads them), checked to be
+    one index per row; ``what`` names the policy in the error (e.g. "policy 'a'")."""
+    actions = fn(obs, mask, oracle) if is_oracle(fn) else fn(obs, mask)
+    if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
+        got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
+        raise ValueError(
+            f"{what} must return an int64 tensor of shape ({len(obs)},) (one action index per observation), "
+            f"got {got}"
+        )
+    return actions.to(device="cpu", dtype=torch.int64)
+
+
 def network_names(policies: Mapping[str, PolicyFn] | None, checkpoints: Mapping[str, Any] | None,
                   bots: Sequence[str]) -> list[str]:  # fmt: skip
     """The names ``env.opponents`` may use for networks (checked: unique, not a bot's)."""
@@ -58,7 +77,7 @@ class NetworkSeats:
         self.policies = dict(policies)
         self.names = list(self.policies)
         self.owner = torch.tensor(owner, dtype=torch.int64)
-        self.oracle = any(getattr(fn, "oracle", False) for fn in self.policies.values())
+        self.oracle = any(is_oracle(fn) for fn in self.policies.values())
         self.decisions = dict.fromkeys(self.names, 0)
         self.forwards = dict.fromkeys(self.names, 0)
 
@@ -73,20 +92,11 @@ class NetworkSeats:
                 actions[rows] = self._call(name, rows, obs, mask, oracle)
 
     def _call(self, name, rows, obs, mask, oracle) -> torch.Tensor:
-        fn = self.policies[name]
-        args = (obs[rows], mask[rows].view(torch.bool))
-        if getattr(fn, "oracle", False):
-            args += (oracle[rows],)
-        out = fn(*args)
-        if not isinstance(out, torch.Tensor) or out.shape != (len(rows),):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(
-                f"opponent network '{name}' must return an int64 tensor of shape ({len(rows)},) "
-                f"(one action index per observation), got {got}"
-            )
+        actions = call_policy(self.policies[name], obs[rows], mask[rows].view(torch.bool),
+                              None if oracle is None else oracle[rows], what=f"opponent network '{name}'")
         self.decisions[name] += len(rows)
         self.forwards[name] += 1
-        return out.to(device="cpu", dtype=torch.int64)
+        return actions
 
 
 def load_checkpoint_opponents(checkpoints: Mapping[str, Any]) -> dict[str, PolicyFn]:

@@ -23,7 +23,7 @@ rebuilds a trained actor from its checkpoint (an ``env.oracle=true`` one include
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -38,15 +38,10 @@ from meeple_native import mahjong as _mj
 from .duplicate import BOT_NAMES, BotTable, GameJob, SeatResult, seat_results
 from .env import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, backend
 from .net import ORACLE_KEY
+from .opponents import PolicyFn, call_policy, is_oracle
 
 POLICY = "policy"  # the player name PolicyTable plays with policy_fn
 # fn(obs, mask) -> actions, or fn(obs, mask, oracle) -> actions when fn.oracle is true
-PolicyFn = Callable[..., torch.Tensor]
-
-
-def is_oracle(fn: PolicyFn) -> bool:
-    """Whether ``fn`` is an oracle policy (called with the deciding seats' oracle planes too)."""
-    return bool(getattr(fn, "oracle", False))
 
 
 class _Group:
@@ -169,21 +164,10 @@ class PolicyTable:
 
     def _act(self, name: str, obs: torch.Tensor, mask: torch.Tensor,
              oracle: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
-        fn = self.policies[name]
-        actions = fn(obs, mask, oracle) if is_oracle(fn) else fn(obs, mask)
-        if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
-            got = (
-                tuple(actions.shape)
-                if isinstance(actions, torch.Tensor)
-                else type(actions).__name__
-            )
-            raise ValueError(
-                f"policy '{name}' must return an int64 tensor of shape ({len(obs)},) (one action "
-                f"index per observation), got {got}"
-            )
+        actions = call_policy(self.policies[name], obs, mask, oracle, what=f"policy '{name}'")
         self.decisions[name] += len(obs)
         self.forwards[name] += 1
-        return actions.to(device="cpu", dtype=torch.int64)
+        return actions
 
 
 def greedy_policy(actor: torch.nn.Module, *, device: str | torch.device | None = None) -> PolicyFn:
