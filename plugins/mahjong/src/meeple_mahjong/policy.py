@@ -15,7 +15,7 @@ the attribute ``oracle = True``; it is called ``policy_fn(obs, mask, oracle [N, 
 the oracle planes of each deciding seat (meeple_mahjong.encode_oracle). The simulators write
 those planes only when some policy of the table is an oracle one.
 
-`greedy_policy(actor)` turns a TorchRL actor into such a function (argmax of the masked
+`greedy_policy(actor)` (meeple.nets.policy_fn) turns a TorchRL actor into such a function (argmax of the masked
 logits; an oracle function when the actor reads ``oracle``); `policy_from_checkpoint(path)`
 rebuilds a trained actor from its checkpoint (an ``env.oracle=true`` one included).
 """
@@ -27,17 +27,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDict
-from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from meeple.checkpoint.actor import load_actor
 from meeple.checkpoint.io import CheckpointError
-from meeple.nets.actor_critic import MASK_KEY, OBS_KEY
+from meeple.nets.policy_fn import greedy_policy, random_policy, sampled_policy  # noqa: F401 (re-exported)
 from meeple_native import mahjong as _mj
 
 from .duplicate import BOT_NAMES, BotTable, GameJob, SeatResult, seat_results
 from .env import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, backend
-from .net import ORACLE_KEY
 from .opponents import PolicyFn, call_policy, is_oracle
 
 POLICY = "policy"  # the player name PolicyTable plays with policy_fn
@@ -168,70 +165,6 @@ class PolicyTable:
         self.decisions[name] += len(obs)
         self.forwards[name] += 1
         return actions
-
-
-def greedy_policy(actor: torch.nn.Module, *, device: str | torch.device | None = None) -> PolicyFn:
-    """A TorchRL actor (reads ``observation``, ``action_mask``; writes ``logits``) as a
-    deterministic policy_fn: the legal action with the highest logit. An actor whose in_keys
-    include ``oracle`` (model.oracle_planes > 0) becomes an oracle policy_fn (`is_oracle`)."""
-    if device is None:
-        param = next(iter(actor.parameters()), None)
-        device = param.device if param is not None else torch.device("cpu")
-    actor.eval()
-
-    @torch.no_grad()
-    def greedy(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        td = TensorDict({k: v.to(device) for k, v in inputs.items()}, batch_size=[len(inputs[OBS_KEY])])
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            td = actor(td)
-        if "logits" not in td.keys():
-            return td["action"].cpu()
-        return td["logits"].masked_fill(~td[MASK_KEY], float("-inf")).argmax(-1).cpu()
-
-    if ORACLE_KEY in getattr(actor, "in_keys", ()):
-
-        def act_oracle(obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
-            return greedy({OBS_KEY: obs, MASK_KEY: mask, ORACLE_KEY: oracle})
-
-        act_oracle.oracle = True  # type: ignore[attr-defined]
-        return act_oracle
-
-    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return greedy({OBS_KEY: obs, MASK_KEY: mask})
-
-    return act
-
-
-def sampled_policy(actor: torch.nn.Module, *, seed: int = 0,
-                   device: str | torch.device | None = None) -> PolicyFn:  # fmt: skip
-    """Like `greedy_policy` but samples from the softmax of the masked logits, drawing from
-    its own CPU generator seeded by ``seed``: reproducible, and the global RNG (the
-    learner's sampling) is left alone."""
-    if device is None:
-        param = next(iter(actor.parameters()), None)
-        device = param.device if param is not None else torch.device("cpu")
-    actor.eval()
-    gen = torch.Generator().manual_seed(seed)
-
-    @torch.no_grad()
-    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        td = TensorDict({OBS_KEY: obs.to(device), MASK_KEY: mask.to(device)}, batch_size=[len(obs)])
-        with set_exploration_type(ExplorationType.DETERMINISTIC):  # no draw from the global RNG
-            td = actor(td)
-        logits = td["logits"].float().cpu().masked_fill(~mask.cpu(), float("-inf"))
-        return torch.multinomial(logits.softmax(-1), 1, generator=gen).squeeze(-1)
-
-    return act
-
-
-def random_policy(seed: int = 0) -> PolicyFn:
-    """A uniformly random legal action (a baseline; its own generator, seeded)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return torch.multinomial(mask.float(), 1, generator=gen).squeeze(-1)
-
-    return act
 
 
 def _mahjong_specs(config: dict[str, Any]) -> tuple[Any, Any]:
