@@ -56,7 +56,11 @@ def test_fifo_eviction_never_touches_anchors_and_disk_follows_checkpoints(tmp_pa
     assert len(_files(tmp_path)) == 6  # evicted files stay until a checkpoint no longer names them
     pool.state_dict()
     assert len(_files(tmp_path)) == 6
+    assert pool.policy("v0002").value == 1.0  # a game seated before the eviction still gets it
     pool.state_dict()
+    with pytest.raises(KeyError, match="no network 'v0002'"):
+        pool.policy("v0002")
+    assert pool.built() == []
     assert _files(tmp_path) == ["pool_v0001_step00000900.pt", "pool_v0004_step00000300.pt",
                                 "pool_v0005_step00000400.pt", "pool_v0006_step00000500.pt"]
     for name in ["v0007", "v0008", "v0009", "v0010"]:

@@ -9,9 +9,10 @@ survive crashes); this class adds what a league needs on top:
   the league always keeps its reference points against forgetting.
 * **Eviction is lazy on disk.** A checkpoint taken before an eviction still names the evicted
   snapshot, so its file is deleted only at the second :meth:`state_dict` after the eviction (by
-  then a checkpoint without it has been taken); :meth:`load_state_dict` deletes every pool file
-  the resumed state does not name (newer promotions lost with the crash, evictions it has
-  done). The disk may hold a few more than ``max_on_disk`` between checkpoints.
+  then a checkpoint without it has been taken; until then games already seated with it can still
+  build it). :meth:`load_state_dict` deletes every pool file the resumed state does not name
+  (newer promotions lost with the crash, evictions it has done). The disk may hold a few more
+  than ``max_on_disk`` between checkpoints.
 * **Device slots.** ``policy(name)`` builds networks with the ``make_policy`` factory and keeps
   the ``device_slots`` most recently used (LRU); :attr:`policies` is a lazy mapping view of the
   same, for ``env.set_league``. Holders must look fns up per use for the bound to hold.
@@ -74,8 +75,8 @@ class LeaguePool:
         if learner not in self.ratings:
             self.ratings.add(learner)
         self._entries: list[LeagueEntry] = []  # live, in the order they joined
-        self._evicted: list[int] = []  # versions evicted since the last state_dict()
-        self._deletable: list[int] = []  # versions evicted before it: deleted at the next one
+        self._evicted: list[LeagueEntry] = []  # evicted since the last state_dict()
+        self._deletable: list[LeagueEntry] = []  # evicted before it: files deleted at the next one
         self._built: OrderedDict[str, PolicyFn] = OrderedDict()  # LRU, most recent last
         self.uses: dict[str, int] = {}
         self.builds = 0
@@ -125,16 +126,18 @@ class LeaguePool:
         while len(self._entries) > self.max_on_disk:
             oldest = next(e for e in self._entries if not e.anchor)
             self._entries.remove(oldest)
-            self._built.pop(oldest.name, None)
-            self._evicted.append(oldest.version)
+            self._evicted.append(oldest)
 
     # -- networks ------------------------------------------------------------------------------
     def policy(self, name: str) -> PolicyFn:
-        """The built network ``name`` (from the LRU slots, or loaded, verified and built now)."""
+        """The built network ``name`` (from the LRU slots, or loaded, verified and built now).
+
+        An evicted snapshot stays usable while its file is kept, for games already seated with it."""
         if name in self._built:
             self._built.move_to_end(name)
         else:
-            entry = self.entry(name)
+            kept = {e.name: e for e in self._evicted + self._deletable}
+            entry = kept[name] if name in kept else self.entry(name)
             try:
                 weights = self.disk.load(entry.version)
             except CheckpointError as err:
@@ -181,8 +184,9 @@ class LeaguePool:
     def state_dict(self) -> dict[str, Any]:
         """Everything but the built networks (rebuilt on use). Call it only when checkpointing:
         it deletes the files evicted before the previous call."""
-        for version in self._deletable:
-            self._remove_file(version)
+        for entry in self._deletable:
+            self._built.pop(entry.name, None)
+            self._remove_file(entry.version)
         self._deletable, self._evicted = self._evicted, []
         return {"entries": [asdict(e) for e in self._entries], "uses": dict(self.uses), "builds": self.builds,
                 "ratings": self.ratings.state_dict()}
