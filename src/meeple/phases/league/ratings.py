@@ -70,10 +70,6 @@ class LeagueRatings:
         """Add ``new`` at :meth:`inherited` of ``parent``."""
         self.add(new, *self.inherited(parent, sigma_widen))
 
-    def remove(self, name: str) -> None:
-        self.rating(name)
-        del self._ratings[name], self._games[name]
-
     def rating(self, name: str) -> tuple[float, float]:
         """(mu, sigma) of ``name``."""
         try:
