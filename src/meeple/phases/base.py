@@ -11,6 +11,7 @@ side measured for the rollout: Lightning's ``self.log`` costs ~0.2 ms per key an
 
 from __future__ import annotations
 
+import math
 import time
 
 import lightning as L
@@ -54,17 +55,22 @@ class RolloutModule(L.LightningModule):
         rollouts (a stage that starts from another's weights: transition.warmup)."""
         self.warmup = (epochs, start_fraction)
 
-    def with_linear_anneal(self, optimizer: torch.optim.Optimizer, anneal: bool):
-        """``optimizer`` alone, or with its learning rate decayed linearly to zero over the run
-        and/or warmed up (stepped once per epoch, i.e. per rollout; see ``on_train_epoch_end``)."""
+    def with_lr_schedule(self, optimizer: torch.optim.Optimizer, decay: str):
+        """``optimizer`` alone, or with its learning rate decayed to zero over the run (``decay``:
+        ``linear``, ``cosine``; ``constant`` keeps it) and/or warmed up; stepped once per epoch,
+        i.e. per rollout (see ``on_train_epoch_end``)."""
+        if decay not in ("linear", "cosine", "constant"):
+            raise ValueError(f"learning-rate decay {decay!r}; accepted: linear, cosine, constant")
         warm_epochs, start = getattr(self, "warmup", (0, 1.0))
-        if not anneal and warm_epochs == 0:
+        if decay == "constant" and warm_epochs == 0:
             return optimizer
         epochs = max(int(self.trainer.max_epochs or 1), 1)
 
         def factor(e: int) -> float:
             warm = start + (1.0 - start) * min(e / warm_epochs, 1.0) if warm_epochs else 1.0
-            return warm * (max(1.0 - e / epochs, 0.0) if anneal else 1.0)
+            left = max(1.0 - e / epochs, 0.0)
+            return warm * {"linear": left, "cosine": 0.5 * (1.0 + math.cos(math.pi * (1.0 - left))),
+                           "constant": 1.0}[decay]
 
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": schedule}
@@ -87,9 +93,14 @@ class RolloutModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         logged: dict[str, float | torch.Tensor] = {k: v / max(self._count, 1) for k, v in self._sums.items()}
         logged.update(getattr(datamodule, "stats", {}))
+        logged.update(self.rollout_metrics())
         frames = getattr(datamodule, "frames_per_batch", 0)
         logged["perf/iteration_frames_per_s"] = frames / max(time.perf_counter() - self._epoch_start, 1e-9)
         self.publish(logged)
+
+    def rollout_metrics(self) -> dict[str, float | torch.Tensor]:
+        """Per-rollout values a subclass adds to what is published at the rollout's end."""
+        return {}
 
     def publish(self, metrics: dict[str, float | torch.Tensor]) -> None:
         """One rollout's metrics, in one go: one batch to each logger, at the step and with the

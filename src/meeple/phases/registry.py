@@ -65,6 +65,7 @@ def _kinds() -> dict[str, PhaseKind]:
     from meeple.phases.bc.schema import BCPhase, check_bc
     from meeple.phases.distill.schema import DistillPhase, check_distill
     from meeple.phases.dqn.schema import DQNPhase, check_dqn
+    from meeple.phases.league.schema import LeaguePhase, check_league
     from meeple.phases.packed_ppo.schema import PackedPPOPhase, check_packed_ppo
     from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
@@ -79,6 +80,8 @@ def _kinds() -> dict[str, PhaseKind]:
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
                   model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
+        PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]

@@ -141,6 +141,8 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last
     session = context.session
     build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index))
     context.start.apply(build.module)
+    if session is not None and hasattr(build.module, "use_run_folder"):  # e.g. the league's pool
+        build.module.use_run_folder(session.run.phase_dir(stage.index), stage.index)
     # A pipeline's stage copies its best checkpoint to gates/<stage>.pt for the next one.
     gate = cfg.checkpoint.get("gate") or (stage.name if context.count > 1 and not last else None)
     checkpoints = session.checkpoints(stage.index, cfg, gate=gate) if session else None

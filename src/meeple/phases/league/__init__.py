@@ -1,1 +1,1 @@
-"""League self-play (mahjong phase 3): snapshot pool, ratings and the phase module."""
+"""League self-play (phase=league): PPO against a pool of frozen networks with ratings (docs/league.md)."""

@@ -148,7 +148,8 @@ class PackedPPOModule(RolloutModule):
         self.live["loss"] = loss.detach()
 
     def configure_optimizers(self):
-        return self.with_linear_anneal(self.optimizer_factory(self.net.parameters()), self.anneal_lr)
+        optimizer = self.optimizer_factory(self.net.parameters())
+        return self.with_lr_schedule(optimizer, "linear" if self.anneal_lr else "constant")
 
     def on_train_start(self) -> None:
         report = getattr(self.trainer.datamodule, "memory_report", None)

@@ -110,6 +110,9 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
                 "collector processes)" if saved is None else "this run cannot restore the saved env snapshot",
             )
         env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in seeds]
+        prepare = getattr(module, "prepare_env", None)
+        if prepare is not None:  # e.g. the league seats its networks before the first reset
+            env_fns = [partial(_prepared, fn, prepare) for fn in env_fns]
         self.collector = build_collector(
             self.collector_type,
             env_fns,
@@ -219,6 +222,12 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         if self._last_return is not None:
             self.stats[TRAIN_RETURN] = self._last_return
             self.stats["train/episode_length"] = self._last_length
+
+
+def _prepared(env_fn: Callable[[], EnvBase], prepare: Callable[[EnvBase], None]) -> EnvBase:
+    env = env_fn()
+    prepare(_backend_env(env))
+    return env
 
 
 def _backend_env(env: EnvBase) -> EnvBase:

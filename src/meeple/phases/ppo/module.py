@@ -92,11 +92,12 @@ class PPOModule(RolloutModule):
             self.minibatch_step(minibatch)
         self.log_at_optimizer_steps()
 
-    def minibatch_step(self, batch: TensorDictBase) -> None:
+    def minibatch_step(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
         loss, metrics = self.minibatch_loss(batch)
         self.optimize(loss)
         self.accumulate(metrics)  # logged as per-rollout means
         self.live["loss"] = loss.detach()
+        return metrics
 
     def minibatch_loss(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The clipped surrogate + value + entropy terms, plus :meth:`extra_terms`."""
@@ -135,7 +136,8 @@ class PPOModule(RolloutModule):
         return beta * kl
 
     def configure_optimizers(self):
-        return self.with_linear_anneal(self.optimizer_factory(self.loss_module.parameters()), self.anneal_lr)
+        optimizer = self.optimizer_factory(self.loss_module.parameters())
+        return self.with_lr_schedule(optimizer, "linear" if self.anneal_lr else "constant")
 
 
 def categorical_kl(policy, reference) -> torch.Tensor:

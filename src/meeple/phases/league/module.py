@@ -1,0 +1,208 @@
+"""League self-play as a LightningModule: PPO on the learner's own decisions while the other
+seats of every table are drawn from the league (docs/league.md).
+
+The env seats networks by name (the league protocol, below); this module owns the league:
+
+* **Seating.** When a table starts a game, each of its other seats is drawn from the pool's
+  mix (:meth:`LeaguePool.sample`): ``latest`` (a frozen copy of the learner, refreshed at every
+  rollout boundary), a snapshot, or an anchor (the policy the stage started from, e.g. the
+  phase-2 student). The draws come from this module's generator, saved in checkpoints.
+* **Results and ratings.** At each rollout's end the finished games are rated (OpenSkill
+  Plackett-Luce over the four seats) and logged: the learner's mu, sigma and conservative
+  rating mu - 3 sigma (``best.pt`` monitors it), pool size, promotions, who sat where.
+* **Promotion.** Every ``promote_every`` rollouts the learner's weights join the pool (FIFO on
+  disk, anchors kept, the most used few built on the device).
+* **PPO schedules** (``phase.schedule``): entropy coefficient decays linearly, cosine learning
+  rate, and a rollout's later epochs are skipped once the approximate KL of the epochs done
+  exceeds a threshold; the loss reads only rows where the learner had to act (``active``).
+
+The league protocol an env follows (the mahjong env with ``env.league=true``):
+``set_league(policies, seat)``, ``update_policy(name, fn)``, ``pop_results()`` -> finished games
+``{players: [name per seat, "learner" for the learner], ranks: [...], ...}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from meeple.errors import ConfigError
+from meeple.nets.policy_fn import greedy_policy, sampled_policy
+from meeple.phases.league.pool import LeaguePool
+from meeple.phases.league.schema import League, Schedule
+from meeple.phases.ppo.data import RolloutBatch
+from meeple.phases.ppo.module import PPOModule
+
+LATEST = "latest"  # the learner's frozen copy at a table
+ANCHOR = "anchor"  # the policy the stage started from
+LEARNER = "learner"  # the learner's seat in results and its rating
+PROTOCOL = ("set_league", "update_policy", "pop_results")
+
+
+class LeagueModule(PPOModule):
+    def __init__(self, actor: torch.nn.Module, critic: torch.nn.Module, *, league: League, schedule: Schedule,
+                 seating_seed: int, **ppo: Any) -> None:
+        super().__init__(actor, critic, **ppo)
+        self.league, self.schedule = league, schedule
+        self.entropy_start = float(ppo["entropy_coef"])
+        self.seating = torch.Generator().manual_seed(seating_seed)
+        self.opponent_seed = seating_seed
+        self.folder: Path | None = None
+        self.stage_index = 0
+        self.pool: LeaguePool | None = None
+        self.env: Any = None
+        self.latest: torch.nn.Module | None = None
+        self._saved: dict[str, Any] | None = None  # league state from a checkpoint, until the pool opens
+        self.promotions = 0
+        self.seats: Counter[str] = Counter()  # category -> seats drawn (latest / pool / anchor)
+        self.games = 0
+        self._epoch_kl: list[torch.Tensor] = []
+
+    # -- where the pool lives, and the env ----------------------------------------------------
+    def use_run_folder(self, folder: Path, stage_index: int) -> None:
+        """The stage's folder of the run directory (the pool goes to ``opponent_pool/``)."""
+        self.folder, self.stage_index = Path(folder), stage_index
+
+    def on_fit_start(self) -> None:
+        folder = self.folder or Path(tempfile.mkdtemp(prefix="league-", dir=self.trainer.default_root_dir))
+        mix = self.league.mix
+        self.pool = LeaguePool(folder / "opponent_pool", self._make_policy, max_on_disk=self.league.max_on_disk,
+                               device_slots=self.league.device_slots, sigma_widen=self.league.sigma_widen,
+                               mix={"self": mix.latest, "pool": mix.pool, "anchor": mix.anchor},
+                               learner=LEARNER, self_name=LATEST)
+        if self._saved is not None:
+            state = self._saved
+            self.pool.load_state_dict(state["pool"])
+            self.seating.set_state(state["seating"])
+            self.promotions, self.games = state["promotions"], state["games"]
+            self.seats = Counter(state["seats"])
+        else:  # the starting policy (a carried gate) is the league's anchor
+            self.pool.add_anchor(ANCHOR, self._actor_weights(), step=self.global_step, phase=self.stage_index)
+        self._saved = None
+        self.latest = copy.deepcopy(self.actor).requires_grad_(False)
+        self._set_entropy()
+
+    def prepare_env(self, env: Any) -> None:
+        """Called by the datamodule on the env it builds, before its first reset."""
+        missing = [m for m in PROTOCOL if not callable(getattr(env, m, None))]
+        if missing:
+            raise ConfigError(f"phase=league needs an env that seats networks ({', '.join(PROTOCOL)}); "
+                              f"{type(env).__name__} lacks {', '.join(missing)} (mahjong: env.league=true)")
+        if self.pool is None:
+            raise RuntimeError("LeagueModule.prepare_env before on_fit_start: the pool is not open")
+        self.env = env
+        env.set_league({LATEST: self._policy_fn(self.latest)}, self.seat)
+
+    def seat(self, table: int, game: int) -> list[str]:
+        """The three other seats of ``table``'s next game, drawn from the league."""
+        names = self.pool.sample(self.seating, 3)
+        for name in names:
+            if name == LATEST:
+                self.seats["latest"] += 1
+            else:
+                self.seats["anchor" if self.pool.entry(name).anchor else "pool"] += 1
+                self.env.update_policy(name, self.pool.policy(name))
+        return names
+
+    def _actor_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
+
+    def _make_policy(self, weights: dict[str, torch.Tensor]):
+        network = copy.deepcopy(self.actor).requires_grad_(False)
+        network.load_state_dict(weights)
+        return self._policy_fn(network)
+
+    def _policy_fn(self, network: torch.nn.Module):
+        if self.league.greedy_opponents:
+            return greedy_policy(network)
+        self.opponent_seed += 1  # each built network samples from its own stream
+        return sampled_policy(network, seed=self.opponent_seed)
+
+    # -- PPO with the league's schedules ------------------------------------------------------
+    def minibatch_loss(self, batch: TensorDictBase):
+        """Only the learner's decisions count: rows where it had no choice (``active`` false)
+        carry no policy gradient but would weigh in the value and entropy means."""
+        if "active" in batch.keys():
+            active = batch["active"].reshape(-1)
+            if not active.all():
+                batch = batch[active]
+        return super().minibatch_loss(batch)
+
+    def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
+        """``ppo_epochs`` passes, stopped after ``kl_epochs.after`` when the approx KL is too high."""
+        stop = self.schedule.kl_epochs
+        per_epoch = max(len(batch) // max(self.trainer.datamodule.ppo_epochs, 1), 1)
+        kl, done = [], 0
+        for i, minibatch in enumerate(batch):
+            if len(minibatch) == 0:
+                continue
+            metrics = self.minibatch_step(minibatch)
+            if "train/kl_approx" in metrics:
+                kl.append(metrics["train/kl_approx"].detach())
+            if (i + 1) % per_epoch == 0:
+                done += 1
+                if stop.threshold is not None and done >= stop.after and kl and torch.stack(kl).mean() > stop.threshold:
+                    break
+        self._epochs_done = done
+        self.log_at_optimizer_steps()
+
+    def _set_entropy(self) -> None:
+        final = self.schedule.entropy_final
+        if final is None or not hasattr(self.loss_module, "entropy_coeff"):
+            return
+        progress = min(self.current_epoch / max(int(self.trainer.max_epochs or 1), 1), 1.0)
+        self.loss_module.entropy_coeff.fill_(self.entropy_start + (final - self.entropy_start) * progress)
+
+    def configure_optimizers(self):
+        return self.with_lr_schedule(self.optimizer_factory(self.loss_module.parameters()), self.schedule.lr)
+
+    # -- the rollout boundary: ratings, promotion, the latest copy ----------------------------
+    def on_train_epoch_end(self) -> None:
+        ranks = []
+        for result in self.env.pop_results() if self.env is not None else []:
+            self.pool.record(result)
+            ranks.append(result["ranks"][result["players"].index(LEARNER)])
+        self.games += len(ranks)
+        self._rollout_ranks = ranks
+        self.latest.load_state_dict(self.actor.state_dict())
+        if (self.current_epoch + 1) % self.league.promote_every == 0:
+            self.pool.promote(self._actor_weights(), step=self.global_step, phase=self.stage_index)
+            self.promotions += 1
+        super().on_train_epoch_end()  # publishes (rollout_metrics below) and steps the LR
+        self._set_entropy()  # for the next rollout
+
+    def rollout_metrics(self) -> dict[str, float]:
+        ratings = self.pool.ratings
+        mu, sigma = ratings.rating(LEARNER)
+        seats = sum(self.seats.values()) or 1
+        metrics = {
+            "league/learner_mu": mu, "league/learner_sigma": sigma,
+            "league/learner_conservative": ratings.conservative(LEARNER),
+            "league/anchor_conservative": ratings.conservative(ANCHOR),
+            "league/pool_size": float(len(self.pool.snapshots())), "league/promotions": float(self.promotions),
+            "league/games": float(self.games), "league/builds": float(self.pool.builds),
+            "league/ppo_epochs": float(getattr(self, "_epochs_done", 0)),
+            "train/entropy_coef": float(self.loss_module.entropy_coeff) if hasattr(self.loss_module, "entropy_coeff")
+            else 0.0,
+        }
+        metrics.update({f"league/seats_{k}": self.seats[k] / seats for k in ("latest", "pool", "anchor")})
+        if getattr(self, "_rollout_ranks", None):
+            metrics["league/learner_avg_rank"] = 1.0 + sum(self._rollout_ranks) / len(self._rollout_ranks)
+        return metrics
+
+    # -- checkpoints: the league resumes exactly ---------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["league"] = {"pool": self.pool.state_dict(), "seating": self.seating.get_state(),
+                                "promotions": self.promotions, "games": self.games, "seats": dict(self.seats)}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "league" not in checkpoint:
+            raise ConfigError("this checkpoint has no league state (it was not written by phase=league); "
+                              "resume a league run from its own checkpoints")
+        self._saved = checkpoint["league"]
