@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
 import torch
@@ -24,14 +22,17 @@ class Fake:
     highest by a fixed random order of its own (``pass`` last, so it calls whenever it can).
     Row by row, so its choices do not depend on which rows share its batch."""
 
-    def __init__(self, seed: int, env: LeagueEnv | None = None) -> None:
+    def __init__(self, seed: int, env: LeagueEnv | None = None, oracle: bool = False) -> None:
         self.prefs = torch.randperm(nm.NUM_ACTIONS, generator=torch.Generator().manual_seed(seed)).float()
         self.prefs[nm.PASS_ACTION] = -0.5
         self.env = env
+        self.oracle = oracle  # an oracle policy is handed the oracle planes too
         self.calls: list[tuple[int, int]] = []  # (env.sim_steps at the call, rows)
 
-    def __call__(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, obs: torch.Tensor, mask: torch.Tensor, planes: torch.Tensor | None = None) -> torch.Tensor:
         assert obs.shape[1:] == (84, 34) and mask.dtype == torch.bool and len(obs) == len(mask)
+        assert (planes is not None) == self.oracle
+        assert planes is None or (planes.shape == (len(obs), nm.ORACLE_PLANES, 34) and planes.any())
         self.calls.append((self.env.sim_steps if self.env else -1, len(obs)))
         return self.prefs.masked_fill(~mask, -1.0).argmax(-1)
 
@@ -140,17 +141,19 @@ def reference_results(tables: int, fns: dict, learner, games: int) -> list[dict]
 def test_each_decision_is_made_by_the_network_seated_there_in_one_call_per_step():
     """Differential: the same games played seat by seat with the policies ``seating`` names
     (so every decision went to its seat's network), and each network called once per
-    simulator step on the rows of all its tables."""
+    simulator step on the rows of all its tables ("c" reads the oracle planes)."""
     tables, games = 4, 3
     env = LeagueEnv(tables, rules=RULES)
-    fns = {n: Fake(i + 1, env) for i, n in enumerate(NAMES)}
+    fns = {n: Fake(i + 1, env, oracle=n == "c") for i, n in enumerate(NAMES)}
     env.set_league(fns, seating)
     env.set_seed(SEED)
     play(env, Fake(0), games)
-    key = lambda r: (r["table"], r["game"])  # noqa: E731
-    got = {key(r): {k: r[k] for k in ("players", "ranks", "scores")} for r in env.pop_results()}
-    want = reference_results(tables, {n: Fake(i + 1) for i, n in enumerate(NAMES)}, Fake(0), games)
-    want = {key(r): {k: r[k] for k in ("players", "ranks", "scores")} for r in want}
+
+    def by_game(results):
+        return {(r["table"], r["game"]): {k: r[k] for k in ("players", "ranks", "scores")} for r in results}
+
+    got = by_game(env.pop_results())
+    want = by_game(reference_results(tables, {n: Fake(i + 1) for i, n in enumerate(NAMES)}, Fake(0), games))
     assert len(want) >= tables * games and {k: got[k] for k in want} == want
     for name, fn in fns.items():
         steps = [s for s, _ in fn.calls]
@@ -236,3 +239,7 @@ def test_bad_league_options_and_answers_are_named():
         env.reset()
     env.set_league({"a": Fake(1)}, lambda t, k: ["a"] * 3)
     assert env.reset()["seat"].flatten().tolist() == [0, 1]  # the failed resets started no game
+    oracle = Fake(2)
+    oracle.oracle = True
+    with pytest.raises(ValueError, match="'o' is an oracle policy .* only through set_league before the first reset"):
+        env.update_policy("o", oracle)

@@ -15,6 +15,10 @@ Opponent seats may also be frozen networks (``opponents`` naming a key of
 Python like learner seats, and after each step the tables waiting only on networks are
 stepped alone (the others held) until every table waits on the learner again; rewards and
 done of those steps add up into the learner's step (`_play_networks`).
+
+Internally a slot reads the simulator column ``_learner_cols[table, i]`` (the i-th learner
+seat here; per game in a league, `meeple_mahjong.league_env`, which also uses the two hooks
+`_start_games` and `_stepped`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import torch
 from meeple.errors import ConfigError
 
 from .env import MahjongEnv, check_options, require_held_steps
-from .opponents import NetworkSeats, PolicyFn
+from .opponents import NetworkSeats, PolicyFn, is_oracle
 
 LEARNER = "learner"  # the learner's entry in a result's "players"
 SeatFn = Callable[[int, int], Sequence[str]]
@@ -88,6 +88,12 @@ class LeagueEnv(MahjongEnv):
             raise ValueError(
                 f"league network name {name!r}; accepted: a non-empty string other than {LEARNER!r} "
                 "(results name the learner's seat so)"
+            )
+        if is_oracle(fn) and not (self.oracle or self.nets.oracle) and self._last is not None:
+            # The rows of the step under way were encoded without the oracle planes it reads.
+            raise ValueError(
+                f"league network {name!r} is an oracle policy (fn.oracle): it can join only through "
+                "set_league before the first reset, or in an env with env.oracle=true"
             )
         self.nets.put(name, fn)
 
