@@ -12,6 +12,7 @@
 - action space: `action_index(action)`, `legal_mask(game, seat)`, `action_from_index(game, seat, i)`
   (155 indices, docs/mahjong_encoding.md); `BatchSim`: B tables per call for a learner, bots in
   the other seats (docs/mahjong_env.md); `env.MahjongEnv`: the TorchRL env of `env=mahjong`
+  (`league_env.LeagueEnv` with `env.league=true`: league self-play, one rotating learner seat)
 """
 
 from meeple_native import mahjong as _mj

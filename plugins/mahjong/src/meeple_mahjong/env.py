@@ -15,6 +15,10 @@ Opponent seats may also be frozen networks (``opponents`` naming a key of
 Python like learner seats, and after each step the tables waiting only on networks are
 stepped alone (the others held) until every table waits on the learner again; rewards and
 done of those steps add up into the learner's step (`_play_networks`).
+
+Internally a slot reads the simulator column ``_learner_cols[table, i]`` (the i-th learner
+seat here; per game in a league, `meeple_mahjong.league_env`, which also uses the two hooks
+`_start_games` and `_stepped`).
 """
 
 from __future__ import annotations
@@ -74,6 +78,32 @@ def seat_players(
     return dict(zip(others, names, strict=True))
 
 
+def check_options(rules: Mapping[str, Any] | None, threads: int, rank_reward: Sequence[float]) -> dict[str, Any]:
+    """The options every mahjong env shares, checked; returns ``rules`` as a dict."""
+    if len(rank_reward) != 4:
+        raise ConfigError(
+            f"env.rank_reward={list(rank_reward)}; accepted: 4 numbers, 1st to 4th place"
+        )
+    rules = dict(rules or {})
+    unknown = sorted(set(rules) - set(RULE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"env.rules: unknown option(s) {unknown}; accepted: {', '.join(RULE_KEYS)}"
+        )
+    if threads < 1:
+        raise ConfigError(f"env.threads={threads}; accepted: an integer >= 1")
+    return rules
+
+
+def require_held_steps(what: str) -> None:
+    """Networks in the simulator's seats need ``BatchSim.step(tables=...)`` (held tables)."""
+    if "tables:" not in (_mj.BatchSim.step.__doc__ or ""):
+        raise ConfigError(
+            f"{what} seats networks, which needs BatchSim.step(tables=...): rebuild "
+            "meeple_native from this checkout (pip install ./native)"
+        )
+
+
 class MahjongEnv(EnvBase):
     """``num_envs`` learner slots over ``num_envs / len(learner_seats)`` tables (see the module doc)."""
 
@@ -108,41 +138,43 @@ class MahjongEnv(EnvBase):
                 f"env.num_envs={num_envs} must be a positive multiple of len(learner_seats)={len(learner_seats)}: "
                 "each table gives one slot per learner seat"
             )
-        if len(rank_reward) != 4:
-            raise ConfigError(
-                f"env.rank_reward={list(rank_reward)}; accepted: 4 numbers, 1st to 4th place"
-            )
-        rules = dict(rules or {})
-        unknown = sorted(set(rules) - set(RULE_KEYS))
-        if unknown:
-            raise ConfigError(
-                f"env.rules: unknown option(s) {unknown}; accepted: {', '.join(RULE_KEYS)}"
-            )
-        if threads < 1:
-            raise ConfigError(f"env.threads={threads}; accepted: an integer >= 1")
+        rules = check_options(rules, threads, rank_reward)
         players = seat_players(
             learner_seats, opponents, network_names(opponent_policies, opponent_checkpoints, BOTS)
         )
-        super().__init__(batch_size=torch.Size([num_envs]), device=device)
-        self.learner_seats = learner_seats
-        self.num_tables = num_envs // len(learner_seats)
+        tables, L = num_envs // len(learner_seats), len(learner_seats)
         # The simulator's Python-driven seats: the learner's, then the networks' (if any).
         net_players = {s: n for s, n in players.items() if n not in BOTS}
-        if net_players and "tables:" not in (_mj.BatchSim.step.__doc__ or ""):
-            raise ConfigError(
-                "env.opponents seats networks, which needs BatchSim.step(tables=...): rebuild "
-                "meeple_native from this checkout (pip install ./native)"
-            )
-        self.nets = (
-            NetworkSeats.seat(len(learner_seats), net_players, opponent_policies, opponent_checkpoints)
+        if net_players:
+            require_held_steps("env.opponents")
+        nets = (
+            NetworkSeats.seat(tables, L, net_players, opponent_policies, opponent_checkpoints)
             if net_players
             else None
         )
-        self._cols = len(learner_seats) + len(net_players)
         bots = [players[s] if players.get(s) in BOTS else "random" for s in range(4)]  # others ignored
+        self._build(learner_seats + list(net_players), torch.arange(L).expand(tables, -1), bots, nets,
+                    rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
+                    oracle=oracle, device=device)  # fmt: skip
+        self.learner_seats = learner_seats
+
+    def _build(self, columns: list[int], learner_cols: torch.Tensor, bots: list[str],
+               nets: NetworkSeats | None, *, rules: dict[str, Any], threads: int, score_scale: float,
+               rank_reward: Sequence[float], oracle: bool, device: str | torch.device) -> None:  # fmt: skip
+        """The simulator (Python-driven ``columns``, seats in column order; ``bots`` per seat)
+        and the specs. ``learner_cols[table, i]`` is the simulator column of slot ``table * L + i``
+        (a league rewrites it per game); the env's rows are those columns' rows."""
+        tables, L = learner_cols.shape
+        super().__init__(batch_size=torch.Size([tables * L]), device=device)
+        self.num_tables = tables
+        self.nets = nets
+        self._cols = len(columns)
+        self._col_seat = torch.tensor(columns, dtype=torch.int64)
+        self._learner_cols = learner_cols.to(torch.int64).clone()
+        self._rows = torch.arange(tables).unsqueeze(-1)
         self.sim_steps = 0  # BatchSim.step calls (one per env step plus network-only steps)
         self._sim_args = dict(
-            learner_seats=learner_seats + list(net_players),
+            learner_seats=list(columns),
             bots=bots,
             threads=int(threads),
             score_scale=float(score_scale),
@@ -153,8 +185,8 @@ class MahjongEnv(EnvBase):
         except TypeError as e:  # a value of the wrong type (nanobind lists the signature)
             raise ConfigError(f"env.rules={rules}: {e}") from None
         self.oracle = oracle
-        self.sim = _mj.BatchSim(self.num_tables, self._rules, session_seed=0, **self._sim_args)
-        n = num_envs
+        self.sim = _mj.BatchSim(tables, self._rules, session_seed=0, **self._sim_args)
+        n = tables * L
         obs = {
             "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
             "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
@@ -168,7 +200,6 @@ class MahjongEnv(EnvBase):
         self.observation_spec = Composite(obs, shape=(n,))
         self.action_spec = Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64)
         self.reward_spec = Unbounded((n, 1), dtype=torch.float32)
-        self._seats = torch.tensor(learner_seats * self.num_tables, dtype=torch.int64).unsqueeze(-1)
         self._last: dict[str, torch.Tensor] | None = None  # the simulator's rows after the last call
 
     # -- TorchRL hooks --
@@ -183,8 +214,9 @@ class MahjongEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         tables = None
         if tensordict is not None and "_reset" in tensordict.keys():
-            slots = tensordict["_reset"].reshape(self.num_tables, len(self.learner_seats))
+            slots = tensordict["_reset"].reshape(self.num_tables, -1)
             tables = slots.any(-1).to(torch.uint8).cpu().numpy()
+        self._start_games(tables)
         td = self._run(lambda out: self.sim.reset(tables, **out))
         del td["reward"]  # TorchRL: no reward at reset (nor for network-only steps before it)
         return td
@@ -192,15 +224,30 @@ class MahjongEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         learner = tensordict["action"].reshape(self.num_tables, -1).to(device="cpu", dtype=torch.int64)
         actions = torch.full((self.num_tables, self._cols), _mj.PASS_ACTION, dtype=torch.int64)
-        actions[:, : len(self.learner_seats)] = learner
+        actions.scatter_(1, self._learner_cols, learner)
         actions = actions.reshape(-1)
         if self.nets is not None and self._last is not None:
             # Network decisions due with the learner's (calls on the same discard) go together.
-            last = self._last
-            due = last["active"].view(torch.bool).view(self.num_tables, -1).clone()
-            due[:, : len(self.learner_seats)] = False
-            self.nets.act(due, last["obs"], last["mask"], last.get("oracle"), actions)
+            due = self._last["active"].view(torch.bool).view(self.num_tables, -1) & ~self._learner_mask()
+            self.nets.act(due, self._last["obs"], self._last["mask"], self._last.get("oracle"), actions)
         return self._run(lambda out: self.sim.step(actions.numpy(), **out), step=True)
+
+    # -- what a league (meeple_mahjong.league_env) adds; nothing here --
+    def _start_games(self, tables: Any) -> None:
+        """Before ``sim.reset(tables)`` (uint8 per table, None = all): seat the new games."""
+
+    def _stepped(self, buf: dict[str, torch.Tensor]) -> None:
+        """After every ``sim.step`` with its rows (all columns): e.g. collect finished games."""
+
+    def _learner_mask(self) -> torch.Tensor:
+        """[tables, columns] bool: the learner's columns."""
+        mask = torch.zeros(self.num_tables, self._cols, dtype=torch.bool)
+        return mask.scatter_(1, self._learner_cols, True)
+
+    def _learner_rows(self, v: torch.Tensor) -> torch.Tensor:
+        """The learner columns' rows of a simulator array (a copy), in slot order."""
+        v = v.view(self.num_tables, self._cols, *v.shape[1:])
+        return v[self._rows, self._learner_cols].reshape(-1, *v.shape[2:])
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """A uniformly random *legal* action per slot (rollouts without a policy)."""
@@ -229,13 +276,14 @@ class MahjongEnv(EnvBase):
             buf["oracle"] = torch.empty(n, ORACLE_PLANES, WIDTH)
         out = {k: v.numpy() for k, v in buf.items()}
         call(out)
-        self.sim_steps += step
+        if step:
+            self.sim_steps += 1
+            self._stepped(buf)
         if self.nets is not None:
             reward, done = self._play_networks(buf, out)
             self._last = buf
             # The learner's columns (a copy; the networks' rows stay behind in self._last).
-            buf = {k: v.view(self.num_tables, self._cols, *v.shape[1:])[:, : len(self.learner_seats)]
-                   .reshape(-1, *v.shape[1:]) for k, v in buf.items()}  # fmt: skip
+            buf = {k: self._learner_rows(v) for k, v in buf.items()}
             buf["reward"], buf["done"] = reward, done
         done_b = buf["done"].view(torch.bool).unsqueeze(-1)
         td = {
@@ -244,7 +292,7 @@ class MahjongEnv(EnvBase):
             "active": buf["active"].view(torch.bool).unsqueeze(-1),
             "rank": buf["rank"].to(torch.int64).unsqueeze(-1),
             "score": buf["score"].to(torch.int64).unsqueeze(-1),
-            "seat": self._seats.clone(),
+            "seat": self._col_seat[self._learner_cols].reshape(-1, 1),
             "reward": buf["reward"].unsqueeze(-1),
             "done": done_b,
             "terminated": done_b.clone(),
@@ -257,25 +305,25 @@ class MahjongEnv(EnvBase):
         """Steps the tables that wait only on network seats (the others held) until every
         table waits on a learner seat or its game is over. Returns the learner columns'
         reward and done summed over those steps."""
-        T, L = self.num_tables, len(self.learner_seats)
-        reward = buf["reward"].view(T, self._cols)[:, :L].clone()
-        done = buf["done"].view(T, self._cols)[:, :L].clone()
+        T, C = self.num_tables, self._cols
+        learner = self._learner_mask()
+        reward, done = self._learner_rows(buf["reward"]), self._learner_rows(buf["done"])
         while True:
-            active = buf["active"].view(torch.bool).view(T, self._cols)
-            go = active[:, L:].any(1) & ~active[:, :L].any(1)
+            active = buf["active"].view(torch.bool).view(T, C)
+            go = (active & ~learner).any(1) & ~(active & learner).any(1)
             if not go.any():
-                return reward.reshape(-1), done.reshape(-1)
-            due = active & go.unsqueeze(1)
-            actions = torch.full((T * self._cols,), _mj.PASS_ACTION, dtype=torch.int64)
-            self.nets.act(due, buf["obs"], buf["mask"], buf.get("oracle"), actions)
+                return reward, done
+            actions = torch.full((T * C,), _mj.PASS_ACTION, dtype=torch.int64)
+            self.nets.act(active & go.unsqueeze(1), buf["obs"], buf["mask"], buf.get("oracle"), actions)
             tables = go.to(torch.uint8).numpy()
             try:
                 self.sim.step(actions.numpy(), **out, tables=tables)
             except ValueError as err:
                 raise ValueError(f"an opponent network chose an illegal action: {err}") from err
             self.sim_steps += 1
-            reward += buf["reward"].view(T, self._cols)[:, :L]
-            done |= buf["done"].view(T, self._cols)[:, :L]
+            self._stepped(buf)
+            reward += self._learner_rows(buf["reward"])
+            done |= self._learner_rows(buf["done"])
 
     @property
     def decisions(self) -> dict[str, int]:
@@ -297,6 +345,7 @@ ENV_OPTIONS = (
     "rank_reward",
     "oracle",
     "opponent_checkpoints",
+    "league",
 )
 
 
@@ -306,15 +355,26 @@ class MahjongBackend:
     name = "mahjong"
 
     def batch_unit(self, env_cfg: Mapping[str, Any]) -> int:
-        """Batches are whole tables: one slot per learner seat."""
-        return len(env_cfg.get("learner_seats", (0,)))
+        """Batches are whole tables: one slot per learner seat (one per table in a league)."""
+        return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
 
     def make_env(
         self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
     ) -> EnvBase:
         # Options left out of the config take MahjongEnv's defaults (one place for them).
         options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
-        return MahjongEnv(num_envs, device=device, **options)
+        if not options.pop("league", False):
+            return MahjongEnv(num_envs, device=device, **options)
+        from .league_env import LeagueEnv  # league_env imports this module
+
+        # The league seats its networks per game (LeagueEnv.set_league): `opponents` is unused.
+        options.pop("opponents", None)
+        if options.pop("opponent_checkpoints", None):
+            raise ConfigError(
+                "env.opponent_checkpoints with env.league=true: a league seats its networks through "
+                "LeagueEnv.set_league; accepted: {} (the default)"
+            )
+        return LeagueEnv(num_envs, device=device, **options)
 
 
 backend = MahjongBackend()

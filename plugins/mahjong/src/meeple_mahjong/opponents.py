@@ -59,37 +59,62 @@ def network_names(policies: Mapping[str, PolicyFn] | None, checkpoints: Mapping[
 
 
 class NetworkSeats:
-    """Routes due decisions to their network. ``owner[col]`` is the index in ``names`` of
-    the network playing simulator column ``col`` (-1: a learner column)."""
+    """Routes due decisions to their network. ``owner[table, col]`` is the index in ``names``
+    of the network playing simulator column ``col`` at ``table`` (-1: a learner column); a
+    league rewrites a table's row when the table starts a game (`seat_table`)."""
 
     @classmethod
-    def seat(cls, learners: int, players: Mapping[int, str], policies: Mapping[str, PolicyFn] | None,
-             checkpoints: Mapping[str, Any] | None) -> NetworkSeats:  # fmt: skip
+    def seat(cls, tables: int, learners: int, players: Mapping[int, str],
+             policies: Mapping[str, PolicyFn] | None, checkpoints: Mapping[str, Any] | None) -> NetworkSeats:  # fmt: skip
         """Networks for simulator columns ``learners + i``, the i-th seat of ``players``
-        (seat -> name); a name's policy is given or loaded (only seated checkpoints load)."""
+        (seat -> name), the same at every table; a name's policy is given or loaded (only
+        seated checkpoints load)."""
         names = list(dict.fromkeys(players.values()))
         fns = {n: (policies or {})[n] for n in names if n in (policies or {})}
         fns |= load_checkpoint_opponents({n: checkpoints[n] for n in names if n not in fns})
-        owner = [-1] * learners + [names.index(n) for n in players.values()]
-        return cls({n: fns[n] for n in names}, owner)
+        row = [-1] * learners + [names.index(n) for n in players.values()]
+        return cls({n: fns[n] for n in names}, torch.tensor(row).expand(tables, -1))
 
-    def __init__(self, policies: Mapping[str, PolicyFn], owner: list[int]) -> None:
-        self.policies = dict(policies)
-        self.names = list(self.policies)
-        self.owner = torch.tensor(owner, dtype=torch.int64)
-        self.oracle = any(is_oracle(fn) for fn in self.policies.values())
-        self.decisions = dict.fromkeys(self.names, 0)
-        self.forwards = dict.fromkeys(self.names, 0)
+    def __init__(self, policies: Mapping[str, PolicyFn], owner: torch.Tensor) -> None:
+        self.policies: dict[str, PolicyFn] = {}
+        self.names: list[str] = []
+        self.decisions: dict[str, int] = {}
+        self.forwards: dict[str, int] = {}
+        for name, fn in policies.items():
+            self.put(name, fn)
+        self.owner = owner.to(torch.int64).clone()  # [tables, columns]
+
+    @property
+    def oracle(self) -> bool:
+        """Whether some network reads the oracle planes (the env then asks the simulator for them)."""
+        return any(is_oracle(fn) for fn in self.policies.values())
+
+    def put(self, name: str, fn: PolicyFn) -> None:
+        """Adds network ``name`` or replaces its policy; seats it already holds keep it (its
+        index in ``names`` stays), so the next decisions there are the new policy's."""
+        if not callable(fn):
+            raise ValueError(f"network {name!r}: a policy must be callable fn(obs, mask) -> actions, "
+                             f"got {type(fn).__name__}")
+        if name not in self.policies:
+            self.names.append(name)
+            self.decisions[name] = self.forwards[name] = 0
+        self.policies[name] = fn
+
+    def seat_table(self, table: int, row: Sequence[str | None]) -> None:
+        """Seats ``row[col]`` (a network's name, None for a learner column) at ``table``."""
+        self.owner[table] = torch.tensor([-1 if n is None else self.names.index(n) for n in row])
 
     def act(self, due: torch.Tensor, obs: torch.Tensor, mask: torch.Tensor,
             oracle: torch.Tensor | None, actions: torch.Tensor) -> None:  # fmt: skip
         """Writes each network's actions into ``actions[slot]`` for the slots where ``due``
-        ([tables, columns] bool); rows are flat slots ``table * columns + col``."""
-        owner = self.owner.expand_as(due)
-        for k, name in enumerate(self.names):
-            rows = (due & (owner == k)).reshape(-1).nonzero().squeeze(-1)
-            if len(rows):
-                actions[rows] = self._call(name, rows, obs, mask, oracle)
+        ([tables, columns] bool); rows are flat slots ``table * columns + col``. One call per
+        network with due rows, on all of them."""
+        owner = torch.where(due, self.owner, -1)
+        for k in owner.unique().tolist():
+            if k < 0:
+                continue
+            rows = (owner == k).reshape(-1).nonzero().squeeze(-1)
+            actions[rows] = self._call(self.names[k], rows, obs, mask, oracle)
 
     def _call(self, name, rows, obs, mask, oracle) -> torch.Tensor:
         actions = call_policy(self.policies[name], obs[rows], mask[rows].view(torch.bool),
