@@ -30,3 +30,29 @@ def tiny_corpus(selfplay_logs, tmp_path_factory):
     manifest.scan([str(selfplay_logs)], m, val_fraction=1 / 3, filters=None, progress=False)
     shards.build(m, root / "shards", shard_size=500, progress=False)
     return m, root / "shards"
+
+
+def train(cwd, *overrides: str) -> None:
+    """``python train.py <overrides> debug=tiny tracking=none`` in ``cwd`` (must exit 0)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[3] / "train.py")
+    done = subprocess.run([sys.executable, script, *overrides, "debug=tiny", "tracking=none"], cwd=cwd,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def mahjong_runs(tmp_path_factory):
+    """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->
+    teacher -> student) and then ``+experiment=phase3`` (the league, from that newest phase-2
+    run's student), tiny, in one folder."""
+    import json
+
+    cwd = tmp_path_factory.mktemp("mahjong_pipeline")
+    train(cwd, "+experiment=phase2", "pipeline.start=phase1")
+    train(cwd, "+experiment=phase3")
+    runs = (cwd / "outputs" / "runs").iterdir()
+    return {json.loads((r / "run.json").read_text())["experiment"]: r for r in runs}
