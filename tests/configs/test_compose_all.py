@@ -33,10 +33,29 @@ def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
     overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
     cfg = compose(overrides)
     plan = plan_run(cfg)
-    # phase2 starts at its teacher stage by default (phase 1's gate comes from a phase1 run)
-    assert plan.stages and plan.start == (1 if experiment == "phase2" else 0) and plan.stop == len(plan.stages) - 1
+    # phase2 starts at its teacher (phase 1's gate comes from a phase1 run), phase3 at its league
+    # (phase 2's student from a phase2 run); mahjong_pipeline runs all four stages
+    start = {"phase2": 1, "phase3": 3}.get(experiment, 0)
+    assert plan.stages and plan.start == start and plan.stop == len(plan.stages) - 1
+    if experiment == "mahjong_pipeline":  # phase3's stages from phase 1 on: those build in phase3's case
+        phase3 = plan_run(compose([f"hardware={hardware}", "+experiment=phase3"]))
+        assert [s.name for s in plan.stages] == [s.name for s in phase3.stages]
+        for mine, theirs in zip(plan.stages, phase3.stages, strict=True):
+            assert _without_names(mine.cfg) == _without_names(theirs.cfg), mine.name
+        return
     for stage in plan.stages:
         check_stage_builds(stage)
+
+
+def _without_names(cfg):
+    """A stage's config without what names the experiment (its name, MLflow experiment, pipeline.start)."""
+    from omegaconf import OmegaConf
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("experiment_name", None)
+    plain["tracking"].pop("experiment", None)
+    (plain.get("pipeline") or {}).pop("start", None)
+    return plain
 
 
 def check_stage_builds(stage):
@@ -55,7 +74,7 @@ def check_stage_builds(stage):
         kwargs["accelerator"] = "cpu"  # the profile's other choices must still be valid Lightning args
     trainer = instantiate(cfg.trainer, logger=False, **kwargs)
     assert trainer.max_epochs == kwargs["max_epochs"]
-    if cfg.phase.name in ("ppo", "packed_ppo"):
+    if cfg.phase.name in ("ppo", "packed_ppo", "distill", "league"):
         assert parts.datamodule.frames_per_batch >= cfg.phase.minibatch_size
         wanted = {name for name, node in (cfg.phase.get("callbacks") or {}).items() if node is not None}
         assert wanted and wanted <= set(parts.callbacks)  # from the phase's own yaml
