@@ -54,3 +54,17 @@ def test_the_pool_and_ratings_are_in_the_checkpoint(league):
     assert len(files) == 3
     best = load_verified(run / "phase3" / "checkpoints" / "best.pt")
     assert best["metrics"]["league/learner_conservative"] >= latest["metrics"]["league/learner_conservative"]
+
+
+def test_the_league_policy_exports_to_onnx_with_parity(league, tmp_path):
+    """python -m meeple.export on the league run records observations by seating the policy in
+    every seat of the league env, and checks onnxruntime against eager torch on them."""
+    import subprocess
+    import sys
+
+    run, _ = league
+    out = tmp_path / "league.onnx"
+    done = subprocess.run([sys.executable, "-m", "meeple.export", str(run), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.is_file() and "masked argmax agrees: True" in done.stdout

@@ -33,6 +33,8 @@ from meeple.checkpoint.actor import checkpoint_file
 from meeple.checkpoint.io import CheckpointError, load_verified
 from meeple.errors import MeepleError
 from meeple.nets.actor_critic import MASK_KEY, OBS_KEY, num_actions, observation_shape
+from meeple.nets.policy_fn import greedy_policy
+from meeple.phases.league.protocol import is_league_env, seat_self_play
 
 MASKED_LOGIT = -1.0e9
 LOGITS_KEY, VALUE_KEY = "logits", "state_value"
@@ -265,6 +267,11 @@ def recorded_samples(file: Path, env_cfg: dict[str, Any], unit: int, actor: nn.M
 
     num_envs = unit * max(1, min(8, -(-n // (unit * 4))))  # a few steps of a small batch
     env = _make_env(file, env_cfg, num_envs, seed)
+    base = env
+    while hasattr(base, "base_env"):  # under the core's transforms
+        base = base.base_env
+    if is_league_env(base):  # a league stage's env: the policy plays every seat of its tables
+        seat_self_play(base, greedy_policy(actor))
     try:
         steps = -(-n // num_envs)
         with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):

@@ -68,6 +68,8 @@ class LeagueEnv(MahjongEnv):
         self._results: list[dict[str, Any]] = []
 
     # -- the league protocol --
+    league_seats = 3  # the networks seat() names per table (the seats besides the learner's)
+
     def set_league(self, policies: Mapping[str, PolicyFn], seat: SeatFn) -> None:
         """``policies``: every network that may sit at a table, by name; ``seat(table, game)``
         names the 3 networks of the non-learner seats (in seat order after the learner's) when

@@ -16,9 +16,7 @@ The env seats networks by name (the league protocol, below); this module owns th
   rate, and a rollout's later epochs are skipped once the approximate KL of the epochs done
   exceeds a threshold; the loss reads only rows where the learner had to act (``active``).
 
-The league protocol an env follows (the mahjong env with ``env.league=true``):
-``set_league(policies, seat)``, ``update_policy(name, fn)``, ``pop_results()`` -> finished games
-``{players: [name per seat, "learner" for the learner], ranks: [...], ...}``.
+The env follows the league protocol (meeple.phases.league.protocol).
 """
 
 from __future__ import annotations
@@ -35,15 +33,10 @@ from tensordict import TensorDictBase
 from meeple.errors import ConfigError
 from meeple.nets.policy_fn import greedy_policy, sampled_policy
 from meeple.phases.league.pool import LeaguePool
+from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER, PROTOCOL, is_league_env
 from meeple.phases.league.schema import League, Schedule
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.phases.ppo.module import PPOModule
-
-LATEST = "latest"  # the learner's frozen copy at a table
-ANCHOR = "anchor"  # the policy the stage started from
-LEARNER = "learner"  # the learner's seat in results and its rating
-PROTOCOL = ("set_league", "update_policy", "pop_results")
-
 
 class LeagueModule(PPOModule):
     def __init__(self, actor: torch.nn.Module, critic: torch.nn.Module, *, league: League, schedule: Schedule,
@@ -90,18 +83,17 @@ class LeagueModule(PPOModule):
 
     def prepare_env(self, env: Any) -> None:
         """Called by the datamodule on the env it builds, before its first reset."""
-        missing = [m for m in PROTOCOL if not callable(getattr(env, m, None))]
-        if missing:
-            raise ConfigError(f"phase=league needs an env that seats networks ({', '.join(PROTOCOL)}); "
-                              f"{type(env).__name__} lacks {', '.join(missing)} (mahjong: env.league=true)")
+        if not is_league_env(env):
+            raise ConfigError(f"phase=league needs an env that seats networks (league_seats, {', '.join(PROTOCOL)}); "
+                              f"{type(env).__name__} does not (mahjong: env.league=true)")
         if self.pool is None:
             raise RuntimeError("LeagueModule.prepare_env before on_fit_start: the pool is not open")
         self.env = env
         env.set_league({LATEST: self._policy_fn(self.latest)}, self.seat)
 
     def seat(self, table: int, game: int) -> list[str]:
-        """The three other seats of ``table``'s next game, drawn from the league."""
-        names = self.pool.sample(self.seating, 3)
+        """The other seats of ``table``'s next game, drawn from the league."""
+        names = self.pool.sample(self.seating, self.env.league_seats)
         for name in names:
             if name == LATEST:
                 self.seats["latest"] += 1
