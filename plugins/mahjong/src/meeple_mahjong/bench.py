@@ -99,6 +99,17 @@ def _corpus(games: int, seed: int) -> dict[str, Any]:
     return corpus_rates(games=games, seed=seed)
 
 
+def sim_buffers(slots: int) -> dict[str, Any]:
+    """The arrays ``BatchSim.reset``/``step`` write for ``slots`` learner slots."""
+    import numpy as np
+
+    import meeple_mahjong as mj
+
+    return dict(obs=np.empty((slots, 84, 34), np.float32), mask=np.empty((slots, mj.NUM_ACTIONS), np.uint8),
+                active=np.empty(slots, np.uint8), reward=np.empty(slots, np.float32),
+                done=np.empty(slots, np.uint8))  # fmt: skip
+
+
 def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
     """The batch simulator with the learner in all four seats and a trivial policy (the first
     legal index): learner decisions per CPU second, each with its 84x34 observation encoded."""
@@ -107,9 +118,7 @@ def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
     import meeple_mahjong as mj
 
     sim = mj.BatchSim(tables, mj.Game(), session_seed=seed, learner_seats=[0, 1, 2, 3], threads=1)
-    n = sim.num_slots
-    out = dict(obs=np.empty((n, 84, 34), np.float32), mask=np.empty((n, mj.NUM_ACTIONS), np.uint8),
-               active=np.empty(n, np.uint8), reward=np.empty(n, np.float32), done=np.empty(n, np.uint8))  # fmt: skip
+    out = sim_buffers(sim.num_slots)
     sim.reset(None, **out)
     made = steps = 0
     t0, c0 = time.perf_counter(), time.process_time()
