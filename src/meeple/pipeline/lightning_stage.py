@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -38,7 +39,8 @@ class StageBuild:
 
 def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> StageBuild:
     hw = typed["hardware"]
-    torch.set_num_threads(hw.torch_threads)
+    # More intra-op threads than cores only adds contention (a GPU profile on a small host).
+    torch.set_num_threads(min(hw.torch_threads, os.cpu_count() or 1))
     torch.set_float32_matmul_precision(hw.matmul_precision)
     parts = phase_kind(cfg.phase.name).builder()(cfg, typed, seeds)
 
