@@ -110,3 +110,10 @@ def env_source(env: DictConfig | Mapping[str, Any], transport: DictConfig | Mapp
         return EnvSource(env_fn, env_cfg, transport_cfg, unit, probe.observation_spec, probe.action_spec)
     finally:
         probe.close()
+
+
+def backend_env(env: EnvBase) -> EnvBase:
+    """The backend's own env under the core's transforms."""
+    while isinstance(env, TransformedEnv):
+        env = env.base_env
+    return env

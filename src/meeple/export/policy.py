@@ -31,6 +31,7 @@ from torch import nn
 
 from meeple.checkpoint.actor import checkpoint_file
 from meeple.checkpoint.io import CheckpointError, load_verified
+from meeple.env_factory import backend_env
 from meeple.errors import MeepleError
 from meeple.nets.actor_critic import MASK_KEY, OBS_KEY, num_actions, observation_shape
 from meeple.nets.policy_fn import greedy_policy
@@ -267,9 +268,7 @@ def recorded_samples(file: Path, env_cfg: dict[str, Any], unit: int, actor: nn.M
 
     num_envs = unit * max(1, min(8, -(-n // (unit * 4))))  # a few steps of a small batch
     env = _make_env(file, env_cfg, num_envs, seed)
-    base = env
-    while hasattr(base, "base_env"):  # under the core's transforms
-        base = base.base_env
+    base = backend_env(env)
     if is_league_env(base):  # a league stage's env: the policy plays every seat of its tables
         seat_self_play(base, greedy_policy(actor))
     try:

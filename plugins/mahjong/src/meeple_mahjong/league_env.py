@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from meeple.errors import ConfigError
+from meeple.phases.league.protocol import LEARNER  # the learner's entry in a result's "players"
 
 from .env import MahjongEnv, check_options, require_held_steps
 from .opponents import NetworkSeats, PolicyFn, is_oracle
 
-LEARNER = "learner"  # the learner's entry in a result's "players"
 SeatFn = Callable[[int, int], Sequence[str]]
 
 
@@ -127,13 +127,13 @@ class LeagueEnv(MahjongEnv):
         """The learner's seat and the players per seat of ``table``'s game ``game``."""
         learner = (table + game) % 4
         names = self._seat_fn(table, game)
-        after = [(learner + i) % 4 for i in (1, 2, 3)]
+        after = [(learner + i) % 4 for i in range(1, self.league_seats + 1)]
         known = self.nets.names
-        if isinstance(names, str) or not isinstance(names, Sequence) or len(names) != 3 or any(
+        if isinstance(names, str) or not isinstance(names, Sequence) or len(names) != self.league_seats or any(
             n not in known for n in names
         ):
             raise ValueError(
-                f"seat({table}, {game}) returned {names!r}; accepted: 3 network names for seats "
+                f"seat({table}, {game}) returned {names!r}; accepted: {self.league_seats} network names for seats "
                 f"{after} (the learner sits in seat {learner}), each one of set_league's or "
                 f"update_policy's: {', '.join(known)}"
             )

@@ -38,6 +38,7 @@ from meeple.phases.league.schema import League, Schedule
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.phases.ppo.module import PPOModule
 
+
 class LeagueModule(PPOModule):
     def __init__(self, actor: torch.nn.Module, critic: torch.nn.Module, *, league: League, schedule: Schedule,
                  seating_seed: int, **ppo: Any) -> None:
@@ -55,7 +56,8 @@ class LeagueModule(PPOModule):
         self.promotions = 0
         self.seats: Counter[str] = Counter()  # category -> seats drawn (latest / pool / anchor)
         self.games = 0
-        self._epoch_kl: list[torch.Tensor] = []
+        self._rollout_ranks: list[int] = []  # the learner's ranks in the rollout's finished games
+        self._epochs_done = 0  # PPO epochs the last rollout took (kl_epochs may stop early)
 
     # -- where the pool lives, and the env ----------------------------------------------------
     def use_run_folder(self, folder: Path, stage_index: int) -> None:
@@ -179,12 +181,12 @@ class LeagueModule(PPOModule):
             "league/anchor_conservative": ratings.conservative(ANCHOR),
             "league/pool_size": float(len(self.pool.snapshots())), "league/promotions": float(self.promotions),
             "league/games": float(self.games), "league/builds": float(self.pool.builds),
-            "league/ppo_epochs": float(getattr(self, "_epochs_done", 0)),
+            "league/ppo_epochs": float(self._epochs_done),
             "train/entropy_coef": float(self.loss_module.entropy_coeff) if hasattr(self.loss_module, "entropy_coeff")
             else 0.0,
         }
         metrics.update({f"league/seats_{k}": self.seats[k] / seats for k in ("latest", "pool", "anchor")})
-        if getattr(self, "_rollout_ranks", None):
+        if self._rollout_ranks:
             metrics["league/learner_avg_rank"] = 1.0 + sum(self._rollout_ranks) / len(self._rollout_ranks)
         return metrics
 

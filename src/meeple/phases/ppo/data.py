@@ -28,9 +28,10 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch.utils.data import DataLoader, IterableDataset
 from torchrl.collectors import BaseCollector, Collector
-from torchrl.envs import EnvBase, TransformedEnv
+from torchrl.envs import EnvBase
 
 from meeple.data.collectors import build_collector
+from meeple.env_factory import backend_env
 from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
 from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams
 from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
@@ -163,7 +164,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         if not isinstance(collector, Collector) or self.env_snapshots is None:
             return None
         try:
-            sim = self.env_snapshots.get_sim_state(_backend_env(collector.env))
+            sim = self.env_snapshots.get_sim_state(backend_env(collector.env))
         except SnapshotUnsupported as err:
             if not self._snapshot_warned:
                 log.warning("checkpoints hold no env snapshot (%s): a resume restarts episodes", err)
@@ -179,7 +180,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
 
     def _restore_collector(self, state: dict) -> None:
         collector = self.collector
-        self.env_snapshots.set_sim_state(_backend_env(collector.env), state["sim"])
+        self.env_snapshots.set_sim_state(backend_env(collector.env), state["sim"])
         collector._carrier.update(TensorDict(state["carrier"], batch_size=collector._carrier.batch_size))
         collector._frames, collector._iter = state["frames"], state["iter"]
         if state["traj_pool"] is not None and collector.track_traj_ids:
@@ -226,14 +227,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
 
 def _prepared(env_fn: Callable[[], EnvBase], prepare: Callable[[EnvBase], None]) -> EnvBase:
     env = env_fn()
-    prepare(_backend_env(env))
-    return env
-
-
-def _backend_env(env: EnvBase) -> EnvBase:
-    """The backend's own env under the core's transforms."""
-    while isinstance(env, TransformedEnv):
-        env = env.base_env
+    prepare(backend_env(env))
     return env
 
 
