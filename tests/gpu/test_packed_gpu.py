@@ -1,20 +1,24 @@
 """Packed pipeline on CUDA: bit-identical renderers, no host syncs in the rollout loop, async streams.
 
-Needs only torch, lightning and warp-lang (no TorchRL or MLflow): runs on a bare GPU machine.
+Needs only torch and lightning (no TorchRL or MLflow): runs on a bare GPU machine. The Warp
+renderer's cases also need warp-lang and are skipped without it; the torch renderer's always run.
 """
 
 import pytest
 import torch
 
-from meeple.envs.goal_grid import make_goal_grid
+from meeple.envs.goal_grid import make_goal_grid, warp_available
 from meeple.nets.packed_cnn import PackedCNN
 from meeple.phases.packed_ppo.actor import collect_rollout
 from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 from meeple.phases.packed_ppo.sync_guard import no_host_sync
 
 pytestmark = pytest.mark.gpu
-pytest.importorskip("warp")
 CUDA = torch.device("cuda")
+RENDERERS = [
+    pytest.param("warp", marks=pytest.mark.skipif(not warp_available(), reason="needs warp-lang")),
+    "torch",
+]
 
 
 def play(renderer, device, n=512, steps=100):
@@ -32,15 +36,15 @@ def play(renderer, device, n=512, steps=100):
     return buffer
 
 
-def test_warp_and_torch_frames_are_bit_identical_on_cuda_and_equal_cpu():
-    warp, torch_cuda, torch_cpu = play("warp", CUDA), play("torch", CUDA), play("torch", "cpu")
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_cuda_frames_are_bit_identical_to_the_torch_renderer_on_cpu(renderer):
+    cuda, cpu = play(renderer, CUDA), play("torch", "cpu")
     for key in ("obs", "rewards", "dones"):
-        assert torch.equal(getattr(warp, key), getattr(torch_cuda, key)), key
-        assert torch.equal(getattr(warp, key).cpu(), getattr(torch_cpu, key)), key
-    assert warp.dones.sum() > 512
+        assert torch.equal(getattr(cuda, key).cpu(), getattr(cpu, key)), key
+    assert cuda.dones.sum() > 512
 
 
-@pytest.mark.parametrize("renderer", ["warp", "torch"])
+@pytest.mark.parametrize("renderer", RENDERERS)
 def test_rollout_loop_runs_under_cuda_sync_debug_errors(renderer):
     env = make_goal_grid(256, renderer=renderer, device=CUDA)
     env.reset(0)
@@ -54,9 +58,9 @@ def test_rollout_loop_runs_under_cuda_sync_debug_errors(renderer):
     assert buffer.obs[1:].any()
 
 
-@pytest.mark.parametrize("renderer", ["warp", "torch"])
+@pytest.mark.parametrize("renderer", RENDERERS)
 def test_profiler_finds_no_device_to_host_copies_in_the_loop(renderer):
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     env = make_goal_grid(256, renderer=renderer, device=CUDA)
     env.reset(0)
@@ -66,11 +70,17 @@ def test_profiler_finds_no_device_to_host_copies_in_the_loop(renderer):
     collect_rollout(env, net, buffer, generator)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        collect_rollout(env, net, buffer, generator)
+        with record_function("rollout_loop"):
+            collect_rollout(env, net, buffer, generator)
     torch.cuda.synchronize()
-    names = [event.name for event in prof.events()]
-    assert any("Memcpy" not in n for n in names) and len(names) > 100  # the loop was recorded
-    syncs = [n for n in names if "DtoH" in n or "Synchronize" in n or "cudaMemcpy" == n]
+    events = prof.events()
+    assert len(events) > 100  # the loop was recorded
+    # Host calls inside the loop's window: the profiler's own cudaDeviceSynchronize when it stops
+    # (seen on an H200, torch 2.11) is outside it. Device-side DtoH copies: anywhere.
+    window = next(e for e in events if e.name == "rollout_loop").time_range
+    inside = [e.name for e in events if window.start <= e.time_range.start <= window.end]
+    syncs = [n for n in inside if "Synchronize" in n or n == "cudaMemcpy"]
+    syncs += [e.name for e in events if "DtoH" in e.name]
     assert syncs == []
 
 

@@ -168,7 +168,7 @@ def test_pipeline_config_errors_name_the_stage(compose):
         plan_run(compose([*TWO_STAGES, "pipeline.order=[a]"]))
     with pytest.raises(ConfigError, match="pipeline.start='c' is not a stage of this pipeline; accepted: a, b"):
         plan_run(compose([*TWO_STAGES, "+pipeline.start=c"]))
-    with pytest.raises(ConfigError, match=r"phase 0 \(b\) is the first stage: its transition \(finetune\)"):
+    with pytest.raises(ConfigError, match=r"phase 0 \(b\) is the first stage: its transition \(finetune; carry="):
         plan_run(compose([*TWO_STAGES, "pipeline.order=[b,a]"]))
     with pytest.raises(ConfigError, match="reference_kl.coef > 0 needs a stage before it"):
         plan_run(compose([*TWO_STAGES, "pipeline.stages.a.phase.reference_kl.coef=0.5"]))

@@ -21,3 +21,13 @@ def test_quick_pixels_bench_writes_all_sections(tmp_path):
     assert (
         report["train"]["sync"]["frames_per_s"] > 0 and report["train"]["async"]["frames_per_s"] > 0
     )
+
+
+def test_learn_row_runs(tmp_path):
+    """The learn row (on by default on a GPU) wired as main calls it: one rollout on the CPU."""
+    from meeple.bench.pixels import main
+
+    out = tmp_path / "pixels.json"
+    assert main(["--quick", "--learn", "--only", "learn", "--device", "cpu", "--envs", "8", "--out", str(out)]) == 0
+    learn = json.loads(out.read_text())["learn"]
+    assert learn["sync"]["frames"] > 0 and learn["async"]["frames"] > 0

@@ -126,3 +126,25 @@ def test_bad_arguments():
         make_goal_grid(2, renderer="gl")
     with pytest.raises(ValueError, match="num_envs=0"):
         make_goal_grid(0, renderer="torch")
+
+
+def test_torch_renderer_moves_no_tensor_between_devices_per_step(monkeypatch):
+    """Each frame is built from per-device constants: a ``Tensor.to`` in the loop is, on CUDA,
+    a synchronous host-to-device copy (what tests/gpu's sync-debug test caught on an H200)."""
+    from meeple.envs.goal_grid import TorchGoalGrid
+
+    env = TorchGoalGrid(4)
+    env.reset(0)
+    env.render_packed_into(torch.zeros(4 * 2 * 72 * 20, dtype=torch.uint8), 0)  # constants made
+
+    to = torch.Tensor.to
+
+    def dtype_only(self, *args, **kwargs):
+        if "device" in kwargs or any(isinstance(a, (str, torch.device)) for a in args):
+            raise AssertionError(f"Tensor.to{args} inside the env step / render")
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", dtype_only)
+    actions, rewards, dones = torch.ones(4, dtype=torch.int64), torch.zeros(4), torch.zeros(4, dtype=torch.bool)
+    env.step(actions, rewards, dones, 0)
+    env.render_packed_into(torch.zeros(4 * 2 * 72 * 20, dtype=torch.uint8), 0)

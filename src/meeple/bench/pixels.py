@@ -212,12 +212,26 @@ def bench_train(
     return results
 
 
+def learn_sizes(envs: int) -> tuple[int, int, int]:
+    """Envs, steps per rollout and minibatch of the learn row: 8 minibatches per rollout."""
+    num_envs = min(envs, 1024)
+    return num_envs, 32, num_envs * 32 // 8
+
+
+def learn_rollouts(quick: bool, gpu: bool, learn: bool) -> int:
+    """The learn row's rollout cap: always on a GPU, on the CPU with --learn; --quick --learn
+    runs one rollout (the row's wiring, in tests)."""
+    if quick:
+        return 1 if learn else 0
+    return 60 if gpu else (200 if learn else 0)
+
+
 def bench_learn(
     device: torch.device,
     num_envs: int,
     steps: int,
-    max_rollouts: int,
     minibatch: int,
+    max_rollouts: int,
     modes: tuple[str, ...] = ("sync", "async"),
 ) -> dict[str, Any]:
     """Frames and seconds until greedy success >= 0.9 on 256 fresh episodes, sync vs async."""
@@ -283,7 +297,7 @@ def main(argv: list[str]) -> int:
         "train_envs": min(envs, 8) if quick else (envs if gpu else 32),
         "train_steps": 8 if quick else (64 if gpu else 32),
         "train_rollouts": 3 if quick else (12 if gpu else 6),
-        "learn_rollouts": 0 if quick or not (gpu or args.learn) else (60 if gpu else 200),
+        "learn_rollouts": learn_rollouts(quick, gpu, args.learn),
     }
     torch.set_num_threads(max(os.cpu_count() or 1, 1) if gpu else 1)
     report: dict[str, Any] = {
@@ -315,7 +329,7 @@ def main(argv: list[str]) -> int:
     ]
     if learn:
         steps.append(
-            ("learn", lambda: bench_learn(device, min(envs, 1024), 32, sizes["learn_rollouts"]))
+            ("learn", lambda: bench_learn(device, *learn_sizes(envs), sizes["learn_rollouts"]))
         )
     try:
         from rich.progress import track

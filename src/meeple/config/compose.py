@@ -18,7 +18,11 @@ def conf_dir() -> Path:
     if env := os.environ.get("MEEPLE_CONF_DIR"):
         return Path(env).resolve()
     # src/meeple/__init__.py -> repository root (editable install from a checkout)
-    return Path(meeple.__file__).resolve().parents[2] / "conf"
+    found = Path(meeple.__file__).resolve().parents[2] / "conf"
+    if not found.is_dir():
+        raise FileNotFoundError(f"meeple's conf/ is not at {found} (meeple installed outside its checkout?); "
+                                "accepted: an editable install (pip install -e .) or MEEPLE_CONF_DIR=<checkout>/conf")
+    return found
 
 
 def compose_config(overrides: Sequence[str] = (), *, config_name: str = "train") -> DictConfig:

@@ -19,6 +19,8 @@ small magnitude, so they (and episode returns) are exact in float32 on both rend
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from meeple.envs.packed import DIFF_LUT, FRAME_BYTES, HEIGHT, ROW_BYTES, WIDTH
@@ -73,8 +75,12 @@ def episode_start(seed: int, env: torch.Tensor, episode: torch.Tensor) -> tuple[
 
 
 # -- the torch renderer ------------------------------------------------------------------
-_COLS = torch.arange(WIDTH).view(1, WIDTH)
-_ROWS = torch.arange(HEIGHT).view(HEIGHT, 1)
+@functools.cache
+def _coords(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixel columns ``(1, 80)`` and rows ``(72, 1)``, made once per device: a CPU tensor moved
+    to the GPU at every render would be a synchronous host-to-device copy."""
+    return (torch.arange(WIDTH, device=device).view(1, WIDTH),
+            torch.arange(HEIGHT, device=device).view(HEIGHT, 1))
 
 
 def render_frames(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -82,7 +88,7 @@ def render_frames(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
     Bands and sprite are built per row and per column and broadcast, in uint8.
     """
-    cols, rows = _COLS.to(x.device), _ROWS.to(x.device)
+    cols, rows = _coords(x.device)
     x, y = x.view(-1, 1, 1), y.view(-1, 1, 1)
     col_band = (cols < (x + 1) * CELL).to(torch.uint8)  # (N, 1, 80)
     row_band = (rows < (y + 1) * CELL).to(torch.uint8) * 2  # (N, 72, 1)

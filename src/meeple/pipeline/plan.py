@@ -96,8 +96,13 @@ def _check_starts(stages: list[Stage]) -> None:
     for stage in stages:
         transition = stage.typed["transition"]
         if stage.index == 0 and (transition.carry or bool(gate_conditions(transition))):
-            raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}) has no previous "
-                              "stage to carry weights from or gate on; accepted: transition=none")
+            what = [f"carry={list(transition.carry)}"] if transition.carry else []
+            what += [f"gate on {', '.join(c.metric for c in gate_conditions(transition))}"] * bool(
+                gate_conditions(transition))
+            raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}; "
+                              f"{'; '.join(what)}) has no previous stage to carry weights from or gate on; "
+                              "accepted: a transition that carries nothing and has no gate (transition=none, "
+                              "and no transition.gate from the experiment or its debug sizes)")
         earlier = [s.name for s in stages[: stage.index]]
         for key in ("source", "teacher"):
             name = getattr(transition, key)

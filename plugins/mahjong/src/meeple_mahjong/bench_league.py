@@ -1,7 +1,8 @@
-"""Mahjong league throughput on CPU: learner decisions/s and games/hour of ``env.league=true``
-next to the batch simulator's raw rate (issue #20).
+"""Mahjong league throughput: learner decisions/s and games/hour of ``env.league=true`` next to
+the batch simulator's raw rate (issue #20).
 
     python -m meeple.bench league --out league.json [--tables 32] [--decisions 4096]
+    python -m meeple.bench league --scale large --device cuda --tables 512 --sim-threads 8
 
 (entry point ``meeple.benchmarks: league`` in this plugin's pyproject.toml)
 
@@ -12,8 +13,9 @@ Rows, one after the other in one process, each over the same number of learner d
   seats, the learner a random legal action drawn in numpy: the simulator's raw rate;
 - ``env-rule-bots``: the same play through the TorchRL env (``MahjongEnv``, opponents rule),
   the learner random (``random_policy``): what the env's tensors and TensorDicts cost;
-- ``league-self``: ``LeagueEnv`` with one network (``mahjong_resnet``, ``--blocks`` x
-  ``--channels``, default the ``small`` scale's, 6 x 64) in the three other seats of every
+- ``league-self``: ``LeagueEnv`` with one network (``mahjong_resnet`` of ``--scale``'s size,
+  small 6 x 64 or large 40 x 256; ``--blocks`` / ``--channels`` override) on ``--device``, in the
+  three other seats of every
   table (``sampled_policy``), the learner playing it too (one batched forward per env step,
   ``--learner sampled|greedy``);
 - ``league-pool{N}``: the same with ``--pool`` N different networks (differently seeded), each
@@ -45,13 +47,14 @@ SCALES = Path(__file__).parent / "conf" / "mahjong_scales" / "default.yaml"
 BASE = "sim-rule-bots"  # the row every ratio divides by
 
 
-def small_network() -> dict[str, int]:
-    """The ``small`` scale's network (hardware=cpu), read from the scales file so it cannot
-    drift from what training builds; ``--blocks`` and ``--channels`` override two of it."""
+def scale_network(scale: str = "small") -> dict[str, int]:
+    """A scale's network (small: hardware=cpu, large: the GPU profiles), read from the scales
+    file so it cannot drift from what training builds; ``--blocks`` and ``--channels`` override
+    two of it."""
     from omegaconf import OmegaConf
 
-    small = OmegaConf.load(SCALES).small
-    return {k: int(small[k]) for k in ("blocks", "channels", "groups", "hidden")}
+    sizes = OmegaConf.load(SCALES)[scale]
+    return {k: int(sizes[k]) for k in ("blocks", "channels", "groups", "hidden")}
 
 
 def _timed(step: Callable[[], tuple[int, int]], decisions: int, all_decisions: Callable[[], int]
@@ -71,13 +74,13 @@ def _timed(step: Callable[[], tuple[int, int]], decisions: int, all_decisions: C
             "all_decisions_per_s_wall": round(every / wall, 1)}  # fmt: skip
 
 
-def _sim_rule_bots(tables: int, decisions: int, seed: int) -> dict[str, Any]:
+def _sim_rule_bots(tables: int, decisions: int, seed: int, threads: int) -> dict[str, Any]:
     import numpy as np
 
     import meeple_mahjong as mj
 
     sim = mj.BatchSim(tables, mj.Game(), session_seed=seed, learner_seats=[0], bots=["rule"] * 4,
-                      threads=1)  # fmt: skip
+                      threads=threads)  # fmt: skip
     out = sim_buffers(sim.num_slots)
     sim.reset(None, **out)
     rng = np.random.default_rng(seed)
@@ -122,36 +125,36 @@ def _env_loop(env: Any, learner: Callable, decisions: int, finished: Callable[[A
     return row
 
 
-def _env_rule_bots(tables: int, decisions: int, seed: int) -> dict[str, Any]:
+def _env_rule_bots(tables: int, decisions: int, seed: int, threads: int) -> dict[str, Any]:
     from meeple.nets.policy_fn import random_policy
     from meeple_mahjong.env import backend
 
-    env = backend.make_env({"opponents": "rule"}, num_envs=tables)
+    env = backend.make_env({"opponents": "rule", "threads": threads}, num_envs=tables)
     env.set_seed(seed)
     row = _env_loop(env, random_policy(seed), decisions, lambda td: int(td["done"].sum()))
     row["forwards_per_step"] = 0.0  # the learner is random: no network
     return {"tables": tables, **row}
 
 
-def _actor(env: Any, net: dict[str, int], seed: int) -> Any:
+def _actor(env: Any, net: dict[str, int], seed: int, device: str) -> Any:
     import torch
 
     from meeple_mahjong.net import build_mahjong_actor_critic
 
     torch.manual_seed(seed)  # the network's initial weights
     actor, _ = build_mahjong_actor_critic(env.observation_spec, env.action_spec, **net)
-    return actor
+    return actor.to(device)
 
 
-def _league(tables: int, decisions: int, seed: int, net: dict[str, int], networks: int,
-            learner: str) -> dict[str, Any]:  # fmt: skip
+def _league(tables: int, decisions: int, seed: int, threads: int, net: dict[str, int], networks: int,
+            learner: str, device: str) -> dict[str, Any]:  # fmt: skip
     """``networks`` distinct networks seated three per table by rotation; the learner plays
     the first with its own policy fn."""
     from meeple.nets.policy_fn import greedy_policy, sampled_policy
     from meeple_mahjong.env import backend
 
-    env = backend.make_env({"league": True}, num_envs=tables)
-    actors = [_actor(env, net, seed + i) for i in range(networks)]
+    env = backend.make_env({"league": True, "threads": threads}, num_envs=tables)
+    actors = [_actor(env, net, seed + i, device) for i in range(networks)]
     names = [f"net{i}" for i in range(networks)]
     policies = {n: sampled_policy(a, seed=seed + 100 + i)
                 for i, (n, a) in enumerate(zip(names, actors))}  # fmt: skip
@@ -164,21 +167,24 @@ def _league(tables: int, decisions: int, seed: int, net: dict[str, int], network
     act = greedy_policy(actors[0]) if learner == "greedy" else sampled_policy(actors[0], seed=seed)
     row = _env_loop(env, act, decisions, lambda td: len(env.pop_results()))
     params = sum(p.numel() for p in actors[0].parameters())
-    return {"tables": tables, "networks": networks, "parameters": params, **row}
+    return {"tables": tables, "networks": networks, "parameters": params, "device": device, **row}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """mahjong league throughput: learner decisions/s and games/hour vs the batch simulator's raw rate (CPU)"""
+    """mahjong league throughput: learner decisions/s and games/hour vs the batch simulator's raw rate"""
     p = argparse.ArgumentParser(
         prog="python -m meeple.bench league", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--out", type=Path, default=Path("league.json"), help="JSON results file")
     p.add_argument("--tables", type=int, default=32, help="tables (one learner slot each)")
     p.add_argument("--decisions", type=int, default=4096, help="learner decisions per row")
-    small = small_network()
-    p.add_argument("--blocks", type=int, default=small["blocks"], help="network residual blocks")
-    p.add_argument("--channels", type=int, default=small["channels"],
-                   help=f"network channels (a multiple of {small['groups']}: GroupNorm's groups)")  # fmt: skip
+    p.add_argument("--scale", choices=("small", "large"), default="small",
+                   help="the network of this hardware.model_scale (small 6 x 64, large 40 x 256)")  # fmt: skip
+    p.add_argument("--blocks", type=int, default=None, help="network residual blocks (default: --scale's)")
+    p.add_argument("--channels", type=int, default=None,
+                   help="network channels, a multiple of GroupNorm's groups (default: --scale's)")  # fmt: skip
+    p.add_argument("--device", default="cpu", help="where the networks run (cpu, cuda)")
+    p.add_argument("--sim-threads", type=int, default=1, help="simulator threads (tables step in parallel)")
     p.add_argument("--pool", type=int, default=3,
                    help="distinct networks of the pool row (0: no pool row)")  # fmt: skip
     p.add_argument("--learner", choices=("sampled", "greedy"), default="sampled",
@@ -186,28 +192,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    for flag in ("tables", "decisions", "blocks", "channels", "threads"):
-        if getattr(a, flag) < 1:
-            p.error(f"--{flag} must be >= 1")
+    for flag in ("tables", "decisions", "blocks", "channels", "threads", "sim_threads"):
+        if getattr(a, flag) is not None and getattr(a, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be >= 1")
     if a.pool < 0:
         p.error("--pool must be >= 0")
-    net = {**small, "blocks": a.blocks, "channels": a.channels}
-    if a.channels % net["groups"]:
-        p.error(f"--channels={a.channels}; accepted: a multiple of {net['groups']} (GroupNorm's groups)")  # fmt: skip
+    net = scale_network(a.scale)
+    net.update({k: v for k, v in (("blocks", a.blocks), ("channels", a.channels)) if v is not None})
+    if net["channels"] % net["groups"]:
+        p.error(f"--channels={net['channels']}; accepted: a multiple of {net['groups']} (GroupNorm's groups)")  # fmt: skip
 
     import torch
 
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {a.device}: CUDA is not available here; accepted: cpu")
     threads = torch.get_num_threads()
     torch.set_num_threads(a.threads)
-    size = (a.tables, a.decisions, a.seed)
+    size = (a.tables, a.decisions, a.seed, a.sim_threads)
     try:
         res = {
             BASE: _run("meeple_mahjong", _sim_rule_bots, *size),
             "env-rule-bots": _run("meeple_mahjong", _env_rule_bots, *size),
-            "league-self": _run("meeple_mahjong", _league, *size, net, 1, a.learner),
+            "league-self": _run("meeple_mahjong", _league, *size, net, 1, a.learner, a.device),
         }
         if a.pool:
-            pool = _run("meeple_mahjong", _league, *size, net, a.pool, a.learner)
+            pool = _run("meeple_mahjong", _league, *size, net, a.pool, a.learner, a.device)
             res[f"league-pool{a.pool}"] = pool
     finally:
         torch.set_num_threads(threads)  # a caller in the same process (tests) keeps its setting
@@ -224,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             )
     payload = {
         "benchmark": "league",
-        "config": {"tables": a.tables, "decisions": a.decisions, "network": net, "pool": a.pool,
-                   "learner": a.learner, "torch_threads": a.threads, "seed": a.seed},  # fmt: skip
+        "config": {"tables": a.tables, "decisions": a.decisions, "network": net, "scale": a.scale,
+                   "pool": a.pool, "learner": a.learner, "device": a.device,
+                   "device_name": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu",
+                   "torch_threads": a.threads, "sim_threads": a.sim_threads, "seed": a.seed},  # fmt: skip
         "results": res,
         "ratios": ratios,
         "load_average_1m": os.getloadavg()[0],
