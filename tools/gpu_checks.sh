@@ -8,7 +8,7 @@
 #   5 python -m meeple.bench chess_selfplay --device cuda   the default network and the GPU profile's
 # Usage: tools/gpu_checks.sh [OUT_DIR] (default outputs/gpu_checks); STEPS="phase3 ..." runs a
 # subset, GPU_PROFILE picks the hardware profile (rtx6000), PHASE3_EXTRA adds overrides. A failing step is logged and
-# the next one runs; the exit status is the number of failed steps.
+# the next one runs; the exit status is the number of failed steps (100: no CUDA here, nothing run).
 set -u
 # compose_config (the benchmarks) finds conf/ beside an editable install; this checkout's otherwise
 export MEEPLE_CONF_DIR=${MEEPLE_CONF_DIR:-$(cd "$(dirname "$0")/.." && pwd)/conf}
@@ -32,6 +32,10 @@ step() {  # step NAME SECONDS CMD...: run CMD under a time limit, log to $OUT/NA
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
 
+if ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "tools/gpu_checks.sh: CUDA is not available here (torch.cuda.is_available() is False); run it on a GPU machine" >&2
+    exit 100
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
