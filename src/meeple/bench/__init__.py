@@ -8,6 +8,7 @@ print and save timings; tests never assert timings.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,14 @@ class Benchmark:
     name: str
     description: str
     load: Callable[[], Main]  # imports the benchmark's module only when it runs
+
+
+def check_device(parser: argparse.ArgumentParser, device: str) -> None:
+    """A benchmark's ``--device``: a CUDA device where CUDA is missing is a usage error (exit 2)."""
+    import torch
+
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {device}: CUDA is not available here; accepted: cpu")
 
 
 def _core(module: str) -> Callable[[], Main]:

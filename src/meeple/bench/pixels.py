@@ -31,6 +31,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from meeple.bench import check_device
 from meeple.jsonio import write_json_atomic
 
 
@@ -277,16 +278,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--modes", nargs="+", choices=("sync", "async"), default=["sync", "async"])
     parser.add_argument("--only", nargs="+", choices=("env", "unpack", "reward", "train", "learn"))
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_device(parser, args.device)
+    return args
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(
-            "meeple.bench pixels: --device cuda but CUDA is not available; use --device cpu"
-        )
     gpu = device.type == "cuda"
     envs = args.envs or (4096 if gpu else 64)
     quick = args.quick

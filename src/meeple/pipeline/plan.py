@@ -95,10 +95,10 @@ def _check_starts(stages: list[Stage]) -> None:
     """What each stage takes from the one before it must exist (checked before any work)."""
     for stage in stages:
         transition = stage.typed["transition"]
-        if stage.index == 0 and (transition.carry or bool(gate_conditions(transition))):
+        gates = gate_conditions(transition) if stage.index == 0 else []
+        if stage.index == 0 and (transition.carry or gates):
             what = [f"carry={list(transition.carry)}"] if transition.carry else []
-            what += [f"gate on {', '.join(c.metric for c in gate_conditions(transition))}"] * bool(
-                gate_conditions(transition))
+            what += [f"gate on {', '.join(g.metric for g in gates)}"] if gates else []
             raise ConfigError(f"{stage.label} is the first stage: its transition ({transition.name}; "
                               f"{'; '.join(what)}) has no previous stage to carry weights from or gate on; "
                               "accepted: a transition that carries nothing and has no gate (transition=none, "

@@ -67,11 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.seconds <= 0:
         p.error("--seconds must be > 0")
-    import torch
-
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: CUDA is not available here; accepted: cpu")
+    from meeple.bench import check_device
     from meeple.bench.ppo import git_state
+
+    check_device(p, a.device)
     from meeple.jsonio import write_json_atomic
 
     row = measure(a.overrides, a.seconds, a.device)

@@ -15,9 +15,8 @@ Rows, one after the other in one process, each over the same number of learner d
   the learner random (``random_policy``): what the env's tensors and TensorDicts cost;
 - ``league-self``: ``LeagueEnv`` with one network (``mahjong_resnet`` of ``--scale``'s size,
   small 6 x 64 or large 40 x 256; ``--blocks`` / ``--channels`` override) on ``--device``, in the
-  three other seats of every
-  table (``sampled_policy``), the learner playing it too (one batched forward per env step,
-  ``--learner sampled|greedy``);
+  three other seats of every table (``sampled_policy``), the learner playing it too (one batched
+  forward per env step, ``--learner sampled|greedy``);
 - ``league-pool{N}``: the same with ``--pool`` N different networks (differently seeded), each
   table seating three of them: one forward per seated network per simulator step, as a
   league's pool costs (``--pool 0`` leaves the row out).
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from meeple.bench import check_device
 from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
 
@@ -202,10 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if net["channels"] % net["groups"]:
         p.error(f"--channels={net['channels']}; accepted: a multiple of {net['groups']} (GroupNorm's groups)")  # fmt: skip
 
+    check_device(p, a.device)
     import torch
 
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: CUDA is not available here; accepted: cpu")
     threads = torch.get_num_threads()
     torch.set_num_threads(a.threads)
     size = (a.tables, a.decisions, a.seed, a.sim_threads)
