@@ -109,7 +109,47 @@ struct SearchParams {
   float dirichlet_epsilon = 0.0f; // root prior mix: (1 - eps) * P + eps * Dir(alpha); 0 = off
   float virtual_loss = 1.0f;      // value counted against an in-flight visit
   float fpu_value = 0.0f;         // Q of a child never visited (first-play urgency)
+  // Gumbel root (Danihelka et al., "Policy improvement by planning with Gumbel", ICLR 2022):
+  // the root samples Gumbel(0) noise g, considers the top `gumbel_considered` moves by
+  // g + logit and splits the simulations between them by sequential halving; the move
+  // played is the survivor and the policy target is softmax(logit + sigma(completed Q)).
+  // Interior nodes keep PUCT. Dirichlet noise is not used at a Gumbel root; self-play draws
+  // the Gumbel noise for the first temperature_moves plies only (greedy after, as with PUCT).
+  bool gumbel = false;
+  int gumbel_considered = 16;     // m: moves considered at the root (capped by the legal moves)
+  float gumbel_c_visit = 50.0f;   // sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q rescaled to [0, 1]
+  float gumbel_c_scale = 1.0f;
+  // Value of a position = discount * (value after the move), so with discount < 1 a faster
+  // win (and a slower loss) is worth more; 1 = the plain game result.
+  float discount = 1.0f;
 };
+
+// Simulations-per-move schedule of sequential halving: entry k is the visit count that
+// the k-th root simulation brings a considered move up from. Each round gives every
+// remaining move max(1, floor(n / (ceil(log2 m) * remaining))) visits, then halves the
+// remaining moves (never below 2).
+inline std::vector<int> sequential_halving_visits(int m, int n) {
+  std::vector<int> seq;
+  seq.reserve(static_cast<std::size_t>(std::max(n, 0)));
+  if (m <= 1) {
+    for (int k = 0; k < n; ++k) seq.push_back(k);
+    return seq;
+  }
+  int rounds = 0;
+  while ((1 << rounds) < m) ++rounds;
+  std::vector<int> visits(static_cast<std::size_t>(m), 0);
+  int remaining = m;
+  while (static_cast<int>(seq.size()) < n) {
+    const int extra = std::max(1, n / (rounds * remaining));
+    for (int e = 0; e < extra; ++e) {
+      for (int i = 0; i < remaining; ++i) seq.push_back(visits[static_cast<std::size_t>(i)]);
+      for (int i = 0; i < remaining; ++i) ++visits[static_cast<std::size_t>(i)];
+    }
+    remaining = std::max(2, remaining / 2);
+  }
+  seq.resize(static_cast<std::size_t>(n));
+  return seq;
+}
 
 struct Node {
   float prior = 0.0f;
@@ -180,6 +220,7 @@ class Tree {
     if (nodes_.capacity() < want) nodes_.reserve(want);
     nodes_.emplace_back();
     in_flight_ = 0;
+    gumbel_m_ = 0;
   }
 
   const G& root_state() const { return root_; }
@@ -228,7 +269,7 @@ class Tree {
         ++in_flight_;
         return {LeafKind::kNeedsEval, idx, s};
       }
-      idx = best_child(nd);
+      idx = (idx == 0 && gumbel_m_ > 0) ? gumbel_root_child() : best_child(nd);
       s.play(nodes_[idx].action);
     }
   }
@@ -252,7 +293,11 @@ class Tree {
     nd.num_children = static_cast<std::uint16_t>(n);
     nd.expanded = 1;
     nd.pending = 0;
-    if (idx == 0 && noise_rng != nullptr && params_.dirichlet_epsilon > 0.0f) add_root_noise(*noise_rng);
+    if (idx == 0 && params_.gumbel) {
+      init_gumbel_root(value, noise_rng);
+    } else if (idx == 0 && noise_rng != nullptr && params_.dirichlet_epsilon > 0.0f) {
+      add_root_noise(*noise_rng);
+    }
     backup(idx, value);
   }
 
@@ -282,11 +327,42 @@ class Tree {
     }
   }
 
+  // The policy a network learns from this search, over all actions (0 for illegal ones):
+  // the visit distribution, or at a Gumbel root softmax(logit + sigma(completed Q)).
+  void policy_target(float* out) const {
+    const Node& r = nodes_[0];
+    std::fill(out, out + A, 0.0f);
+    if (r.num_children == 0) return;
+    if (gumbel_m_ > 0) {
+      float sigma[Traits::kMaxLegal];
+      gumbel_sigma(sigma);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int i = 0; i < r.num_children; ++i) mx = std::max(mx, logit_[i] + sigma[i]);
+      double total = 0.0;
+      for (int i = 0; i < r.num_children; ++i) total += std::exp(static_cast<double>(logit_[i] + sigma[i] - mx));
+      for (int i = 0; i < r.num_children; ++i) {
+        const Node& c = nodes_[r.first_child + i];
+        out[c.action] = static_cast<float>(std::exp(static_cast<double>(logit_[i] + sigma[i] - mx)) / total);
+      }
+      return;
+    }
+    float total = 0.0f;
+    for (int i = 0; i < r.num_children; ++i) total += static_cast<float>(nodes_[r.first_child + i].n);
+    if (!(total > 0.0f)) return;
+    for (int i = 0; i < r.num_children; ++i) {
+      const Node& c = nodes_[r.first_child + i];
+      out[c.action] = static_cast<float>(c.n) / total;
+    }
+  }
+
   // Action from the root's visit counts: sampled with probability ~ n^(1/tau)
   // when temperature > 0, else the most visited (ties: higher Q, then lower action).
+  // A Gumbel root ignores the temperature: its Gumbel noise already samples, and the move
+  // is the survivor of sequential halving (most visited, then highest g + logit + sigma).
   int choose_action(float temperature, Rng& rng) const {
     const Node& r = nodes_[0];
     if (r.num_children == 0) return -1;
+    if (gumbel_m_ > 0) return nodes_[r.first_child + gumbel_final_child()].action;
     if (temperature > 0.0f) {
       double weights[Traits::kMaxLegal];
       double total = 0.0;
@@ -351,15 +427,114 @@ class Tree {
   // Completes one in-flight visit of `idx` with `value` (view of its side to move).
   void backup(std::int32_t idx, float value) {
     float v = value;
+    const float d = params_.discount;
     while (idx >= 0) {
       Node& nd = nodes_[idx];
       --nd.vl;
       ++nd.n;
-      nd.w -= v;  // view of the player who moved into nd
-      v = -v;
+      v = -d * v;  // view of the player who moved into nd
+      nd.w += v;
       idx = nd.parent;
     }
     --in_flight_;
+  }
+
+  // ---- Gumbel root (SearchParams::gumbel)
+  void init_gumbel_root(float value, Rng* rng) {
+    const Node& r = nodes_[0];
+    const int n = r.num_children;
+    root_value_ = value;
+    int order[Traits::kMaxLegal];
+    for (int i = 0; i < n; ++i) {
+      logit_[i] = std::log(std::max(nodes_[r.first_child + i].prior, 1e-30f));
+      // Gumbel(0, 1) = -log(-log U); no noise without a generator (evaluation play).
+      gumbel_[i] = rng != nullptr ? static_cast<float>(-std::log(-std::log(std::max(rng->uniform(), 1e-300)))) : 0.0f;
+      order[i] = i;
+    }
+    std::sort(order, order + n, [&](int a, int b) { return gumbel_[a] + logit_[a] > gumbel_[b] + logit_[b]; });
+    gumbel_m_ = std::max(1, std::min(params_.gumbel_considered, n));
+    for (int i = 0; i < n; ++i) considered_[i] = 0;
+    for (int i = 0; i < gumbel_m_; ++i) considered_[order[i]] = 1;
+    halving_ = sequential_halving_visits(gumbel_m_, params_.num_simulations);
+  }
+
+  // sigma(completed Q) of every root child (index order). A child without a visit takes
+  // the mixed value of the root network's value and the prior-weighted Q of visited children.
+  void gumbel_sigma(float* sigma) const {
+    const Node& r = nodes_[0];
+    const int n = r.num_children;
+    double sum_n = 0.0, sum_p = 0.0, sum_pq = 0.0;
+    int max_n = 0;
+    for (int i = 0; i < n; ++i) {
+      const Node& c = nodes_[r.first_child + i];
+      if (c.n <= 0) continue;
+      sum_n += c.n;
+      sum_p += c.prior;
+      sum_pq += static_cast<double>(c.prior) * c.w / c.n;
+      max_n = std::max(max_n, c.n);
+    }
+    double v_mix = root_value_;
+    if (sum_n > 0.0 && sum_p > 0.0) v_mix = (root_value_ + sum_n * sum_pq / sum_p) / (1.0 + sum_n);
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (int i = 0; i < n; ++i) {
+      const Node& c = nodes_[r.first_child + i];
+      sigma[i] = c.n > 0 ? c.w / static_cast<float>(c.n) : static_cast<float>(v_mix);
+      lo = std::min(lo, sigma[i]);
+      hi = std::max(hi, sigma[i]);
+    }
+    const float scale = (params_.gumbel_c_visit + static_cast<float>(max_n)) * params_.gumbel_c_scale;
+    const float span = std::max(hi - lo, 1e-8f);
+    for (int i = 0; i < n; ++i) sigma[i] = scale * (sigma[i] - lo) / span;
+  }
+
+  // The root child the next simulation goes to: a considered move whose visits (in flight
+  // included) equal the schedule's entry, best by g + logit + sigma; with none at that
+  // count (results still in flight), the least visited considered move.
+  std::int32_t gumbel_root_child() const {
+    const Node& r = nodes_[0];
+    const int k = std::max(0, r.n - 1 + in_flight_);
+    const int target = halving_.empty() ? 0 : halving_[std::min<std::size_t>(k, halving_.size() - 1)];
+    float sigma[Traits::kMaxLegal];
+    gumbel_sigma(sigma);
+    int best = -1, fallback = -1, fallback_visits = std::numeric_limits<int>::max();
+    float best_score = -std::numeric_limits<float>::infinity(), fallback_score = best_score;
+    for (int i = 0; i < r.num_children; ++i) {
+      if (!considered_[i]) continue;
+      const Node& c = nodes_[r.first_child + i];
+      const int visits = c.n + c.vl;
+      const float score = gumbel_[i] + logit_[i] + sigma[i];
+      if (visits == target && score > best_score) {
+        best_score = score;
+        best = i;
+      }
+      if (visits < fallback_visits || (visits == fallback_visits && score > fallback_score)) {
+        fallback_visits = visits;
+        fallback_score = score;
+        fallback = i;
+      }
+    }
+    return r.first_child + (best >= 0 ? best : fallback);
+  }
+
+  // Index of the root child sequential halving ends with.
+  int gumbel_final_child() const {
+    const Node& r = nodes_[0];
+    float sigma[Traits::kMaxLegal];
+    gumbel_sigma(sigma);
+    int max_n = -1;
+    for (int i = 0; i < r.num_children; ++i)
+      if (considered_[i]) max_n = std::max(max_n, nodes_[r.first_child + i].n);
+    int best = -1;
+    float best_score = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < r.num_children; ++i) {
+      if (!considered_[i] || nodes_[r.first_child + i].n != max_n) continue;
+      const float score = gumbel_[i] + logit_[i] + sigma[i];
+      if (best < 0 || score > best_score) {
+        best_score = score;
+        best = i;
+      }
+    }
+    return best;
   }
 
   void revert(std::int32_t idx) {
@@ -388,6 +563,13 @@ class Tree {
   G root_;
   std::vector<Node> nodes_;
   int in_flight_ = 0;
+  // Gumbel root state (gumbel_m_ > 0 once the root is expanded with params_.gumbel)
+  int gumbel_m_ = 0;
+  float root_value_ = 0.0f;
+  float logit_[Traits::kMaxLegal];
+  float gumbel_[Traits::kMaxLegal];
+  std::uint8_t considered_[Traits::kMaxLegal];
+  std::vector<int> halving_;
 };
 
 }  // namespace meeple::mcts

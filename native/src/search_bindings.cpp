@@ -231,6 +231,9 @@ struct PyMCTS {
     d["visits"] = to_numpy(std::move(visits), {static_cast<size_t>(A)});
     d["q"] = to_numpy(std::move(q), {static_cast<size_t>(A)});
     d["prior"] = to_numpy(std::move(prior), {static_cast<size_t>(A)});
+    std::vector<float> target(A, 0.0f);
+    tree.policy_target(target.data());
+    d["policy_target"] = to_numpy(std::move(target), {static_cast<size_t>(A)});
     d["root_visits"] = r.n;
     d["root_value"] = r.n > 0 ? -r.w / static_cast<float>(r.n) : 0.0f;
     d["simulations"] = r.n - 1;
@@ -322,7 +325,7 @@ struct PySelfPlay {
     size_t total = 0;
     for (auto& g : res.games) total += g.moves.size();
     std::vector<float> planes, policy, value;
-    std::vector<std::uint8_t> legal;
+    std::vector<std::uint8_t> legal, full;
     std::vector<std::int64_t> game(total), game_id(res.games.size());
     std::vector<std::int32_t> ply(total);
     std::vector<std::int8_t> winner(res.games.size());
@@ -338,6 +341,7 @@ struct PySelfPlay {
       policy.insert(policy.end(), g.policy.begin(), g.policy.end());
       value.insert(value.end(), g.value.begin(), g.value.end());
       legal.insert(legal.end(), g.legal.begin(), g.legal.end());
+      full.insert(full.end(), g.full.begin(), g.full.end());
       std::string s;
       for (size_t i = 0; i < g.moves.size(); ++i) {
         game[k] = static_cast<std::int64_t>(gi);
@@ -361,6 +365,12 @@ struct PySelfPlay {
     }
     d["game"] = to_numpy(std::move(game), {total});
     d["ply"] = to_numpy(std::move(ply), {total});
+    {
+      // 1 where the move had a full search (a policy target; see fast_simulations)
+      auto* fp = new std::vector<std::uint8_t>(std::move(full));
+      nb::capsule owner(fp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
+      d["full"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(fp->data()), {total}, owner);
+    }
     const size_t ng = res.games.size();
     d["game_id"] = to_numpy(std::move(game_id), {ng});
     d["winner"] = to_numpy(std::move(winner), {ng});
@@ -470,9 +480,11 @@ void bind_search(nb::module_& m) {
       .def("__init__",
            [](PyMCTS* self, int num_simulations, float c_puct, float dirichlet_alpha, float dirichlet_epsilon,
               float virtual_loss, float fpu_value, int leaves_in_flight, const std::string& policy,
-              std::uint64_t seed) {
+              std::uint64_t seed, bool gumbel, int gumbel_considered, float gumbel_c_visit, float gumbel_c_scale,
+              float discount) {
              mc::SelfPlayConfig cfg;
              cfg.search = make_params(num_simulations, c_puct, dirichlet_alpha, dirichlet_epsilon, virtual_loss, fpu_value);
+             mc::set_search_options(cfg, gumbel, gumbel_considered, gumbel_c_visit, gumbel_c_scale, discount, 0, 1.0f);
              cfg.leaves_per_game = leaves_in_flight;
              try {
                mc::SelfPlayEngine<Connect4>::validate(cfg);
@@ -483,12 +495,14 @@ void bind_search(nb::module_& m) {
            },
            nb::kw_only(), "num_simulations"_a = 800, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f,
            "dirichlet_epsilon"_a = 0.0f, "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "leaves_in_flight"_a = 1,
-           "policy"_a = "logits", "seed"_a = 0)
+           "policy"_a = "logits", "seed"_a = 0, "gumbel"_a = false, "gumbel_considered"_a = 16,
+           "gumbel_c_visit"_a = 50.0f, "gumbel_c_scale"_a = 1.0f, "discount"_a = 1.0f)
       .def("search", &PyMCTS::search, "position"_a, "evaluator"_a.none() = nb::none(),
            "Search `position` with num_simulations simulations. Returns a dict: visits (7,) int64, q (7,) "
            "(mover's view, NaN if unvisited or illegal), prior (7,), root_visits (= simulations + 1), root_value, "
            "simulations, nodes, virtual_loss (sum of the counters; 0 after a search), collisions, evaluations, "
-           "evaluator_calls, best_move.")
+           "evaluator_calls, best_move, policy_target (what self-play records: the visit distribution, or with "
+           "gumbel=True softmax(logit + sigma(completed Q))).")
       .def("choose_action", &PyMCTS::choose, "temperature"_a = 0.0f,
            "Move from the last search: sampled ~ visits^(1/temperature), or the most visited if temperature is 0.")
       .def_prop_ro("virtual_loss_total", [](const PyMCTS& s) { return s.tree.virtual_loss_total(); })
@@ -504,9 +518,13 @@ void bind_search(nb::module_& m) {
               float c_puct,
               float dirichlet_alpha, float dirichlet_epsilon, float virtual_loss, float fpu_value,
               float temperature, int temperature_moves, const std::string& policy, int cache_size,
-              std::uint64_t seed, nb::object planes_buffers) {
+              std::uint64_t seed, nb::object planes_buffers, bool gumbel, int gumbel_considered,
+              float gumbel_c_visit, float gumbel_c_scale, float discount, int fast_simulations,
+              float full_search_prob) {
              mc::SelfPlayConfig cfg;
              cfg.search = make_params(num_simulations, c_puct, dirichlet_alpha, dirichlet_epsilon, virtual_loss, fpu_value);
+             mc::set_search_options(cfg, gumbel, gumbel_considered, gumbel_c_visit, gumbel_c_scale, discount,
+                                    fast_simulations, full_search_prob);
              cfg.num_workers = num_workers;
              cfg.games_per_worker = games_per_worker;
              cfg.leaves_per_game = leaves_per_game;
@@ -550,7 +568,9 @@ void bind_search(nb::module_& m) {
            "games_per_worker"_a = 1, "leaves_per_game"_a = 1, "batch_size"_a = 16, "timeout_us"_a = 1000,
            "flush_when_idle"_a = true, "spin_us"_a = 0, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 1.0f, "dirichlet_epsilon"_a = 0.25f,
            "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "temperature"_a = 1.0f, "temperature_moves"_a = 8,
-           "policy"_a = "logits", "cache_size"_a = 1 << 16, "seed"_a = 0, "planes_buffers"_a.none() = nb::none())
+           "policy"_a = "logits", "cache_size"_a = 1 << 16, "seed"_a = 0, "planes_buffers"_a.none() = nb::none(),
+           "gumbel"_a = false, "gumbel_considered"_a = 16, "gumbel_c_visit"_a = 50.0f, "gumbel_c_scale"_a = 1.0f,
+           "discount"_a = 1.0f, "fast_simulations"_a = 0, "full_search_prob"_a = 1.0f)
       .def("run", &PySelfPlay::run, "num_games"_a,
            "Play num_games complete games; returns a dict of samples (planes, policy, value, legal, game, ply), "
            "per-game moves/winner/game_id, and metrics. Raises what the evaluator raised.")
@@ -559,6 +579,16 @@ void bind_search(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PySelfPlay& s, nb::handle, nb::handle, nb::handle) { s.close(); }, "exc_type"_a.none(),
            "exc"_a.none(), "tb"_a.none())
+      .def_prop_rw(
+          "next_game_id", [](const PySelfPlay& s) { return s.engine->next_game_id(); },
+          [](PySelfPlay& s, std::uint64_t id) {
+            try {
+              s.engine->set_next_game_id(id);
+            } catch (const std::runtime_error& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "Id of the next game (its random stream derives from seed and id); set it to resume a run exactly.")
       .def_prop_ro("running", [](const PySelfPlay& s) { return s.engine->running(); })
       .def_prop_ro("metrics", [](const PySelfPlay& s) { return s.last_metrics; }, "Metrics of the last run.")
       .def_prop_ro("evaluator", [](const PySelfPlay& s) { return s.evaluator; });

@@ -68,7 +68,27 @@ struct SelfPlayConfig {
   bool policy_logits = true;       // evaluator returns logits (softmax over legal moves) or priors
   int cache_size = 1 << 16;        // evaluation cache entries per worker (rounded to 2^k); 0 = off
   std::uint64_t seed = 0;
+  // Playout cap randomisation (Wu, "Accelerating self-play learning in Go", 2019): with
+  // fast_simulations > 0, a move gets the full search.num_simulations with probability
+  // full_search_prob and otherwise a fast search of fast_simulations without root noise;
+  // only full-search positions are marked as policy targets (GameRecord::full).
+  int fast_simulations = 0;
+  float full_search_prob = 1.0f;
 };
+
+// The search options both games' SelfPlay bindings take (Gumbel root, discount, playout
+// cap randomisation); SelfPlayEngine::validate checks them.
+inline void set_search_options(SelfPlayConfig& cfg, bool gumbel, int gumbel_considered, float gumbel_c_visit,
+                               float gumbel_c_scale, float discount, int fast_simulations,
+                               float full_search_prob) {
+  cfg.search.gumbel = gumbel;
+  cfg.search.gumbel_considered = gumbel_considered;
+  cfg.search.gumbel_c_visit = gumbel_c_visit;
+  cfg.search.gumbel_c_scale = gumbel_c_scale;
+  cfg.search.discount = discount;
+  cfg.fast_simulations = fast_simulations;
+  cfg.full_search_prob = full_search_prob;
+}
 
 // One evaluator call: rows [0, n) of the buffers.
 struct BatchView {
@@ -88,7 +108,8 @@ struct GameRecord {
   std::vector<float> policy;           // plies x num_actions (visit counts, normalised)
   std::vector<std::uint8_t> legal;     // plies x num_actions
   std::vector<std::int8_t> to_play;    // plies
-  std::vector<float> value;            // plies: result from the mover's view
+  std::vector<float> value;            // plies: result from the mover's view (times discount^plies_left)
+  std::vector<std::uint8_t> full;      // plies: 1 if the move had a full search (a policy target)
   int winner = -1;                     // 0 / 1, or -1 for a draw
 };
 
@@ -157,6 +178,16 @@ class SelfPlayEngine {
     if (!(c.temperature >= 0.0f)) bad("temperature", ">= 0", c.temperature);
     if (c.cache_size < 0 || c.cache_size > (1 << 26)) bad("cache_size", "0..67108864", c.cache_size);
     if (c.spin_us < 0 || c.spin_us > 1000000) bad("spin_us", "0..1000000", c.spin_us);
+    if (c.search.gumbel_considered < 1 || c.search.gumbel_considered > 4096)
+      bad("gumbel_considered", "1..4096", c.search.gumbel_considered);
+    if (!(c.search.gumbel_c_visit >= 0.0f)) bad("gumbel_c_visit", ">= 0", c.search.gumbel_c_visit);
+    if (!(c.search.gumbel_c_scale > 0.0f)) bad("gumbel_c_scale", "> 0", c.search.gumbel_c_scale);
+    if (!(c.search.discount > 0.0f && c.search.discount <= 1.0f)) bad("discount", "in (0, 1]", c.search.discount);
+    if (c.fast_simulations < 0 || c.fast_simulations > c.search.num_simulations)
+      bad("fast_simulations", "0..num_simulations (" + std::to_string(c.search.num_simulations) + ")",
+          c.fast_simulations);
+    if (!(c.full_search_prob >= 0.0f && c.full_search_prob <= 1.0f))
+      bad("full_search_prob", "in [0, 1]", c.full_search_prob);
   }
 
   const SelfPlayConfig& config() const { return cfg_; }
@@ -177,6 +208,14 @@ class SelfPlayEngine {
   }
 
   bool running() const { return running_.load(); }
+
+  // Id of the next game to start: each game's random stream derives from (seed, id), so a
+  // resumed run that restores it plays the games an uninterrupted run would have played.
+  std::uint64_t next_game_id() const { return next_game_id_; }
+  void set_next_game_id(std::uint64_t id) {
+    if (running_.load()) throw std::runtime_error("SelfPlay.next_game_id cannot change during run()");
+    next_game_id_ = id;
+  }
 
   // Plays num_games complete games (all started games are finished, none is
   // abandoned unless stopped). `eval` runs on this thread, once per batch.
@@ -247,7 +286,17 @@ class SelfPlayEngine {
     GameRecord<G> rec;
     bool active = false;
     bool blocked = false;  // a collision: wait for a result before issuing more
+    bool full = true;      // this move's search is a full one (playout cap randomisation)
   };
+
+  // The generator for a root's noise, or none: fast searches have no noise, and a Gumbel
+  // root's noise (which also samples the move played) stops after temperature_moves plies,
+  // like the visit-count temperature of PUCT self-play.
+  Rng* root_noise(Slot& s) const {
+    if (!s.full) return nullptr;
+    if (cfg_.search.gumbel && static_cast<int>(s.rec.moves.size()) >= cfg_.temperature_moves) return nullptr;
+    return &s.rng;
+  }
   struct Worker {
     std::vector<Slot> slots;
     std::vector<CacheEntry> cache;
@@ -327,7 +376,7 @@ class SelfPlayEngine {
     const std::uint64_t id = next_game_id_ + k;
     s.rng.seed_with(Rng::derive(cfg_.seed, id));
     s.state = G{};
-    s.tree.reset(s.state);
+    begin_search(s);
     s.rec = GameRecord<G>{};
     s.rec.game_id = id;
     s.active = true;
@@ -335,17 +384,23 @@ class SelfPlayEngine {
     return true;
   }
 
-  // Records the root position and the visit policy, plays the chosen move.
+  // A new search from the slot's position: full or fast (playout cap randomisation).
+  void begin_search(Slot& s) {
+    SearchParams p = cfg_.search;
+    s.full = cfg_.fast_simulations <= 0 || s.rng.uniform() < cfg_.full_search_prob;
+    if (!s.full) p.num_simulations = cfg_.fast_simulations;
+    s.tree.set_params(p);
+    s.tree.reset(s.state);
+  }
+
+  // Records the root position and the search's policy target, plays the chosen move.
   void make_move(Worker& wk, Slot& s) {
     GameRecord<G>& r = s.rec;
     const int ply = static_cast<int>(r.moves.size());
-    float visits[A];
-    s.tree.root_visits(visits);
-    float total = 0.0f;
-    for (float v : visits) total += v;
     const std::size_t p0 = r.policy.size();
     r.policy.resize(p0 + A);
-    for (int a = 0; a < A; ++a) r.policy[p0 + a] = total > 0.0f ? visits[a] / total : 0.0f;
+    s.tree.policy_target(r.policy.data() + p0);
+    r.full.push_back(s.full ? 1 : 0);
     const std::size_t o0 = r.planes.size();
     r.planes.resize(o0 + kObs);
     s.state.encode(r.planes.data() + o0);
@@ -364,13 +419,19 @@ class SelfPlayEngine {
     if (s.state.is_terminal()) {
       const float tv = static_cast<float>(s.state.terminal_value());
       const int last = s.state.to_play();
-      r.value.resize(r.to_play.size());
-      for (std::size_t i = 0; i < r.to_play.size(); ++i) r.value[i] = (r.to_play[i] == last) ? tv : -tv;
+      const std::size_t plies = r.to_play.size();
+      r.value.resize(plies);
+      // discount^(plies left): a faster win is worth more (SearchParams::discount)
+      float scale = 1.0f;
+      for (std::size_t i = plies; i-- > 0;) {
+        scale *= cfg_.search.discount;
+        r.value[i] = ((r.to_play[i] == last) ? tv : -tv) * scale;
+      }
       r.winner = tv < 0 ? 1 - last : (tv > 0 ? last : -1);
       wk.finished.push_back(std::move(r));
       s.active = false;
     } else {
-      s.tree.reset(s.state);
+      begin_search(s);
     }
   }
 
@@ -420,7 +481,7 @@ class SelfPlayEngine {
           continue;
         }
         if (CacheEntry* e = cache_find(wk, leaf.state.key())) {
-          s.tree.expand(leaf.node, leaf.state, e->priors, e->value, &s.rng);
+          s.tree.expand(leaf.node, leaf.state, e->priors, e->value, root_noise(s));
           ++wk.simulations;
           continue;
         }
@@ -444,7 +505,7 @@ class SelfPlayEngine {
         std::memcpy(e.priors, pri, sizeof(float) * n);
         e.value = v;
       }
-      s.tree.expand(r.node, r.state, pri, v, &s.rng);
+      s.tree.expand(r.node, r.state, pri, v, root_noise(s));
       s.blocked = false;
       ++wk.simulations;
     }

@@ -13,7 +13,7 @@ from meeple.errors import PluginNotFoundError
 from meeple.phases.alphazero.callbacks import AlphaZeroGate
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame, MatchResult
-from meeple.seeding import Component, PhaseSeeds
+from meeple.seeding import Component, PhaseSeeds, SeedStreams
 
 
 class ScriptedGame:
@@ -42,6 +42,18 @@ class ScriptedGame:
         return self.result
 
 
+class DataModule(SeedStreams):
+    """The gate draws its players' seeds from the datamodule's (checkpointed) stream."""
+
+    def __init__(self, seeds: PhaseSeeds) -> None:
+        self.seeds = seeds
+
+
+class Trainer:
+    def __init__(self, seeds: PhaseSeeds) -> None:
+        self.datamodule = DataModule(seeds)
+
+
 class Module:
     """The parts of ``AlphaZeroModule`` the gate touches."""
 
@@ -62,10 +74,10 @@ def test_gate_plays_candidate_against_best_through_the_game(result, accepted):
     game = ScriptedGame(result)
     assert isinstance(game, AlphaZeroGame)
     seeds = PhaseSeeds(11, 0)
-    gate = AlphaZeroGate(game, seeds, games=4, threshold=0.55, num_simulations=9, opening_moves=3,
+    gate = AlphaZeroGate(game, games=4, threshold=0.55, num_simulations=9, opening_moves=3,
                          leaves_in_flight=2)  # fmt: skip
     module = Module()
-    gate.on_train_epoch_end(None, module)
+    gate.on_train_epoch_end(Trainer(seeds), module)
     candidate, best = game.players
     assert isinstance(candidate["evaluator"], TorchEvaluator) and candidate["evaluator"].net is module.net
     assert best["evaluator"].net is module.best
@@ -82,7 +94,7 @@ def test_gate_plays_candidate_against_best_through_the_game(result, accepted):
 def test_gate_with_no_games_accepts_without_playing():
     game = ScriptedGame(MatchResult(0, 0, 1))
     module = Module()
-    AlphaZeroGate(game, PhaseSeeds(1, 0), games=0, threshold=0.9, num_simulations=1,
+    AlphaZeroGate(game, games=0, threshold=0.9, num_simulations=1,
                   opening_moves=0).on_train_epoch_end(None, module)  # fmt: skip
     assert game.players == [] and module.generation == 1 and module.logged["gate/score"] == 1.0
 

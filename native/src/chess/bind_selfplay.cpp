@@ -102,7 +102,7 @@ struct PySelfPlay {
     std::size_t total = 0;
     for (auto& g : res.games) total += g.moves.size();
     std::vector<float> planes, policy, value;
-    std::vector<std::uint8_t> legal;
+    std::vector<std::uint8_t> legal, full;
     planes.reserve(total * P * 64);
     policy.reserve(total * A);
     legal.reserve(total * A);
@@ -117,6 +117,7 @@ struct PySelfPlay {
       policy.insert(policy.end(), g.policy.begin(), g.policy.end());
       value.insert(value.end(), g.value.begin(), g.value.end());
       legal.insert(legal.end(), g.legal.begin(), g.legal.end());
+      full.insert(full.end(), g.full.begin(), g.full.end());
       // Replay to name the moves (UCI) and the way the game ended.
       Game replay;
       nb::list uci;
@@ -145,6 +146,12 @@ struct PySelfPlay {
     }
     d["game"] = bind::to_numpy(std::move(game), {total});
     d["ply"] = bind::to_numpy(std::move(ply), {total});
+    {
+      // 1 where the move had a full search (a policy target; see fast_simulations)
+      auto* fp = new std::vector<std::uint8_t>(std::move(full));
+      nb::capsule owner(fp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
+      d["full"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(fp->data()), {total}, owner);
+    }
     const std::size_t ng = res.games.size();
     d["game_id"] = bind::to_numpy(std::move(game_id), {ng});
     d["winner"] = bind::to_numpy(std::move(winner), {ng});
@@ -241,8 +248,12 @@ void bind_selfplay(nb::module_& m) {
              int leaves_per_game, int batch_size, std::int64_t timeout_us, bool flush_when_idle, int spin_us,
              float c_puct, float dirichlet_alpha, float dirichlet_epsilon, float virtual_loss, float fpu_value,
              float temperature, int temperature_moves, const std::string& policy, int cache_size,
-             std::uint64_t seed, nb::object planes_buffers) {
+             std::uint64_t seed, nb::object planes_buffers, bool gumbel, int gumbel_considered,
+             float gumbel_c_visit, float gumbel_c_scale, float discount, int fast_simulations,
+             float full_search_prob) {
             mc::SelfPlayConfig cfg;
+            mc::set_search_options(cfg, gumbel, gumbel_considered, gumbel_c_visit, gumbel_c_scale, discount,
+                                   fast_simulations, full_search_prob);
             cfg.search.num_simulations = num_simulations;
             cfg.search.c_puct = c_puct;
             cfg.search.dirichlet_alpha = dirichlet_alpha;
@@ -299,7 +310,9 @@ void bind_selfplay(nb::module_& m) {
           "flush_when_idle"_a = true, "spin_us"_a = 0, "c_puct"_a = 1.5f, "dirichlet_alpha"_a = 0.3f,
           "dirichlet_epsilon"_a = 0.25f, "virtual_loss"_a = 1.0f, "fpu_value"_a = 0.0f, "temperature"_a = 1.0f,
           "temperature_moves"_a = 30, "policy"_a = "logits", "cache_size"_a = 1 << 12, "seed"_a = 0,
-          "planes_buffers"_a.none() = nb::none())
+          "planes_buffers"_a.none() = nb::none(), "gumbel"_a = false, "gumbel_considered"_a = 16,
+          "gumbel_c_visit"_a = 50.0f, "gumbel_c_scale"_a = 1.0f, "discount"_a = 1.0f, "fast_simulations"_a = 0,
+          "full_search_prob"_a = 1.0f)
       .def("run", &PySelfPlay::run, "num_games"_a,
            "Play num_games games from the initial position; returns samples (planes (N, 119, 8, 8), policy "
            "(N, 4672), value (N,), legal (N, 4672), game, ply), per game moves (UCI lists), termination, "
@@ -309,6 +322,16 @@ void bind_selfplay(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PySelfPlay& s, nb::handle, nb::handle, nb::handle) { s.close(); }, "exc_type"_a.none(),
            "exc"_a.none(), "tb"_a.none())
+      .def_prop_rw(
+          "next_game_id", [](const PySelfPlay& s) { return s.engine->next_game_id(); },
+          [](PySelfPlay& s, std::uint64_t id) {
+            try {
+              s.engine->set_next_game_id(id);
+            } catch (const std::runtime_error& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "Id of the next game (its random stream derives from seed and id); set it to resume a run exactly.")
       .def_prop_ro("running", [](const PySelfPlay& s) { return s.engine->running(); })
       .def_prop_ro("metrics", [](const PySelfPlay& s) { return s.last_metrics; }, "Metrics of the last run.")
       .def_prop_ro("evaluator", [](const PySelfPlay& s) { return s.evaluator; });

@@ -47,7 +47,7 @@ def test_declared_entry_point_is_the_game(only_declared):
 
 def test_selfplay_options_are_the_native_engine_keywords():
     assert {"num_simulations", "num_workers", "batch_size", "dirichlet_alpha", "temperature_moves",
-            "cache_size"} <= game.selfplay_options  # fmt: skip
+            "cache_size", "gumbel", "discount", "fast_simulations", "full_search_prob"} <= game.selfplay_options  # fmt: skip
     assert not {"seed", "planes_buffers", "evaluator"} & game.selfplay_options
 
 

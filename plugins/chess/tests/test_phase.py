@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from meeple.nets.az_resnet import AZResNet
-from meeple.seeding import Component, PhaseSeeds
+from meeple.seeding import PhaseSeeds, SeedStreams
 from meeple_chess.callbacks import ChessBenchmark, mate_in_one_positions
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE
 
@@ -57,7 +57,8 @@ def test_chess_benchmark_metrics_of_a_tiny_network():
     net = AZResNet(tuple(PLANES_SHAPE), NUM_ACTIONS, channels=8, blocks=1).eval()
     bench = ChessBenchmark(every_n_iterations=1, agent_simulations=4, mcts_games=2, mcts_opponent_simulations=8,
                            opening_moves=2, mate_positions=6)  # fmt: skip
-    bench._seeds = PhaseSeeds(1, 0).stream(Component.EVALUATION)
+    bench._datamodule = SeedStreams()  # the run's datamodule: its seed streams are checkpointed
+    bench._datamodule.seeds = PhaseSeeds(1, 0)
     bench.mates = mate_in_one_positions(bench.mate_positions, bench.mate_seed)
     metrics = bench.evaluate(net, torch.device("cpu"))
     for key in ("eval/win_rate_vs_mcts", "eval/draw_rate_vs_mcts", "eval/mate_in_one/policy",

@@ -43,7 +43,8 @@ def test_declared_entry_point_is_the_game(only_declared):
 
 
 def test_selfplay_options_are_the_native_engine_keywords():
-    assert {"num_simulations", "num_workers", "batch_size", "dirichlet_alpha"} <= game.selfplay_options
+    assert {"num_simulations", "num_workers", "batch_size", "dirichlet_alpha", "gumbel", "gumbel_considered",
+            "discount", "fast_simulations", "full_search_prob"} <= game.selfplay_options  # fmt: skip
     assert not {"seed", "planes_buffers", "evaluator"} & game.selfplay_options
 
 

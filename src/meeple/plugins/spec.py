@@ -83,10 +83,16 @@ class SelfPlayEngine(Protocol):
     """Plays self-play games with MCTS and the evaluator it was made with.
 
     ``run(games)`` plays that many games and returns one sample per position as arrays
-    ``planes`` (N, *planes_shape) float32, ``policy`` (N, num_actions) visit distribution,
-    ``value`` (N,) game result from the mover's view and ``legal`` (N, num_actions) bool, plus
-    per game ``moves`` and ``winner`` (-1 draw) and the engine's ``metrics`` dict.
+    ``planes`` (N, *planes_shape) float32, ``policy`` (N, num_actions) the search's policy target
+    (visit distribution, or the Gumbel improved policy), ``value`` (N,) game result from the
+    mover's view and ``legal`` (N, num_actions) bool, optionally ``full`` (N,) bool (False for a
+    fast search's position, which is not trained on), plus per game ``moves`` and ``winner``
+    (-1 draw) and the engine's ``metrics`` dict. ``next_game_id`` (read and write) numbers the
+    next game, whose random stream derives from the seed and that id: restoring it resumes
+    self-play exactly.
     """
+
+    next_game_id: int
 
     def run(self, games: int) -> dict[str, Any]:
         ...

@@ -90,13 +90,17 @@ class ChessBenchmark(L.Callback):
         self.leaves_in_flight = leaves_in_flight
         self.mates: list[tuple[Board, list[int]]] = []
         self.history: list[dict[str, float]] = []
-        self._seeds = None
+        self._datamodule = None  # its seed streams are checkpointed (exact resume)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self._seeds is not None:
+        if self._datamodule is not None:
             return
-        self._seeds = trainer.datamodule.seeds.stream(Component.EVALUATION)
+        self._datamodule = trainer.datamodule
         self.mates = mate_in_one_positions(self.mate_positions, self.mate_seed) if self.mate_positions else []
+
+    @property
+    def _seeds(self):
+        return self._datamodule.seed_stream(Component.EVALUATION)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         iteration = trainer.current_epoch + 1

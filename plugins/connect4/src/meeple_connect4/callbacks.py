@@ -73,17 +73,21 @@ class Connect4Benchmark(L.Callback):
         self.benches: list[BenchmarkSet] = []
         self.history: list[dict[str, float]] = []
         self._solver: Solver | None = None
-        self._seeds = None
+        self._datamodule = None  # its seed streams are checkpointed (exact resume)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._solver is not None:
             return
         self._solver = Solver(tt_log2=22)
-        self._seeds = trainer.datamodule.seeds.stream(Component.EVALUATION)
+        self._datamodule = trainer.datamodule
         # ~3 s for 2 x 200 positions on one core; Pons' missing files fail here, before any self-play.
         self.benches = generated_benchmarks(self.generated_positions, self.generated_seed, self._solver)
         if self.benchmark_dir is not None:
             self.benches += [load_benchmark(self.benchmark_dir / name, self._solver) for name in SETS]
+
+    @property
+    def _seeds(self):
+        return self._datamodule.seed_stream(Component.EVALUATION)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         iteration = trainer.current_epoch + 1

@@ -44,5 +44,5 @@ def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePar
         engine=OmegaConf.to_container(cfg.phase.selfplay, resolve=True),
     )
     datamodule.attach(lambda: module.best)
-    gate = AlphaZeroGate(game, seeds, **asdict(phase.gate))
+    gate = AlphaZeroGate(game, **asdict(phase.gate))
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=phase.iterations, callbacks={"gate": gate})

@@ -13,7 +13,7 @@ import lightning as L
 
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame
-from meeple.seeding import Component, PhaseSeeds
+from meeple.seeding import Component
 from meeple.tracking import keys
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class AlphaZeroGate(L.Callback):
     ``num_simulations``; it replaces the best one if it scores at least ``threshold``
     (win 1, draw 0.5). ``games=0`` accepts every candidate."""
 
-    def __init__(self, game: AlphaZeroGame, seeds: PhaseSeeds, games: int, threshold: float, num_simulations: int,
+    def __init__(self, game: AlphaZeroGame, games: int, threshold: float, num_simulations: int,
                  opening_moves: int, leaves_in_flight: int = 8) -> None:
         self.game = game
         self.games = games
@@ -37,7 +37,6 @@ class AlphaZeroGate(L.Callback):
         self.num_simulations = num_simulations
         self.opening_moves = opening_moves
         self.leaves_in_flight = leaves_in_flight
-        self.seeds = seeds.stream(Component.OPPONENT)
         self.last_score: float | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -46,20 +45,25 @@ class AlphaZeroGate(L.Callback):
             score, accepted = 1.0, True
         else:
             device = _device(pl_module)
-            candidate = self._player(TorchEvaluator(pl_module.net, device))
-            best = self._player(TorchEvaluator(pl_module.best, device))
+            # the datamodule's stream: its position is in the checkpoint (exact resume)
+            seeds = trainer.datamodule.seed_stream(Component.OPPONENT)
+            candidate = self._player(TorchEvaluator(pl_module.net, device), next(seeds))
+            best = self._player(TorchEvaluator(pl_module.best, device), next(seeds))
             result = self.game.play_match(candidate, best, self.games, opening_moves=self.opening_moves)
             score, accepted = result.score, result.score >= self.threshold
         if accepted:
             pl_module.promote()
         self.last_score = score
-        log.info("gate: candidate scored %.2f against generation %d (threshold %.2f): %s", score,
-                 pl_module.generation - accepted, self.threshold, "accepted" if accepted else "rejected")
+        if self.games == 0:
+            log.info("gate: off (gate.games=0): candidate accepted as generation %d", pl_module.generation)
+        else:
+            log.info("gate: candidate scored %.2f against generation %d (threshold %.2f): %s", score,
+                     pl_module.generation - accepted, self.threshold, "accepted" if accepted else "rejected")
         for key, value in ((keys.GATE_SCORE, score), (keys.GATE_ACCEPTED, float(accepted)),
                            (keys.GATE_GENERATION, float(pl_module.generation)),
                            ("perf/gate_s", time.perf_counter() - start)):
             pl_module.log(key, value, on_step=False, on_epoch=True)
 
-    def _player(self, evaluator: TorchEvaluator):
+    def _player(self, evaluator: TorchEvaluator, seed: int):
         return self.game.mcts_player(evaluator, num_simulations=self.num_simulations,
-                                     leaves_in_flight=self.leaves_in_flight, seed=next(self.seeds))
+                                     leaves_in_flight=self.leaves_in_flight, seed=seed)

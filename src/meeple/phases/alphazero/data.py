@@ -26,7 +26,7 @@ from torchrl.data.replay_buffers import RandomSampler
 
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame, SelfPlayEngine
-from meeple.seeding import Component, PhaseSeeds
+from meeple.seeding import Component, PhaseSeeds, SeedStreams
 from meeple.tracking import keys
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,13 @@ SAMPLE_KEYS = ("planes", "policy", "value", "legal")
 
 
 def samples_to_tensordict(out: dict[str, Any], mirror: bool) -> TensorDict:
-    """Self-play output as a TensorDict (no copy), plus the mirrored positions if asked."""
+    """Self-play output as a TensorDict, plus the mirrored positions if asked. Positions of fast
+    searches (``full`` False, playout cap randomisation) are left out: their visit counts are
+    too few to be a policy target."""
     td = TensorDict({k: torch.from_numpy(out[k]) for k in SAMPLE_KEYS}, batch_size=[len(out["value"])])
+    full = out.get("full")
+    if full is not None and not full.all():
+        td = td[torch.from_numpy(full)]
     if not mirror:
         return td
     flipped = TensorDict(
@@ -67,7 +72,35 @@ ENGINE_METRICS = {
 }
 
 
-class SelfPlayDataModule(L.LightningDataModule):
+def replay_state(replay: ReplayBuffer) -> dict[str, Any]:
+    """The buffer's filled rows in storage order plus its write cursor: plain tensors and ints
+    (checkpoints load with ``weights_only=True``), and no unfilled capacity. Planes that are all
+    whole numbers in 0..255 (Connect Four's are 0/1) are stored as uint8: 4x smaller, lossless."""
+    n = len(replay)
+    samples: dict[str, torch.Tensor] = {}
+    if n:
+        rows = replay.storage[:n]
+        samples = {k: rows[k].clone() for k in SAMPLE_KEYS}
+        planes = samples["planes"]
+        if planes.is_floating_point() and bool(((planes == planes.round()) & (planes >= 0) & (planes <= 255)).all()):
+            samples["planes"] = planes.to(torch.uint8)
+    return {"samples": samples, "planes_dtype": str(replay.storage[:1]["planes"].dtype) if n else None,
+            "writer": {k: int(v) for k, v in replay.writer.state_dict().items()}}
+
+
+def load_replay_state(replay: ReplayBuffer, state: dict[str, Any]) -> None:
+    """Writes the saved rows back at the same storage indices (so a seeded sampler draws the same
+    samples) and restores the write cursor."""
+    replay.empty()
+    samples = dict(state["samples"])
+    if samples:
+        n = len(samples["value"])
+        samples["planes"] = samples["planes"].to(getattr(torch, state["planes_dtype"].removeprefix("torch.")))
+        replay.extend(TensorDict(samples, batch_size=[n]))
+    replay.writer.load_state_dict(state["writer"])
+
+
+class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
     def __init__(
         self,
         *,
@@ -106,6 +139,7 @@ class SelfPlayDataModule(L.LightningDataModule):
         self.iteration = 0
         self.games = 0
         self.positions = 0
+        self.next_game_id = 0  # restored into the engine when it starts (exact resume)
         self.stats: dict[str, float] = {}
         self.last_games: dict[str, Any] = {}
 
@@ -123,6 +157,7 @@ class SelfPlayDataModule(L.LightningDataModule):
             # One engine for the whole run: game ids (and their random streams) keep counting.
             self.engine = self.game.selfplay_engine(self.evaluator, seed=self.seeds.seed(Component.ENV),
                                                     planes_buffers=buffers, **self.engine_kwargs)
+            self.engine.next_game_id = self.next_game_id
         self.evaluator.net = net
 
     def teardown(self, stage: str) -> None:
@@ -141,6 +176,7 @@ class SelfPlayDataModule(L.LightningDataModule):
             self.replay.extend(samples_to_tensordict(out, self.augment_mirror))
             self.games += len(out["moves"])
             self.positions += len(out["value"])
+            self.next_game_id = self.engine.next_game_id
             if len(self.replay) >= self.min_replay or out["metrics"].get("stopped"):
                 break
         self.iteration += 1
@@ -168,13 +204,23 @@ class SelfPlayDataModule(L.LightningDataModule):
 
     # -- checkpoint state ----------------------------------------------------------
     def state_dict(self) -> dict:
-        # The replay buffer is not saved (tens of MB): a resumed run refills it by self-play.
+        # The replay buffer (tens of MB at the default size) and the next game's id are saved,
+        # so a resumed run samples the same minibatches and plays the same games as an
+        # uninterrupted one (exact with one self-play worker; with several, thread timing
+        # changes the evaluation batches and so the floating-point results).
         return {"iteration": self.iteration, "games": self.games, "positions": self.positions,
-                "generator": self.generator.get_state()}
+                "generator": self.generator.get_state(), "next_game_id": self.next_game_id,
+                "replay": replay_state(self.replay)}
 
     def load_state_dict(self, state: dict) -> None:
         self.iteration, self.games, self.positions = state["iteration"], state["games"], state["positions"]
+        # Checkpoints written before the buffer was saved resume by refilling it by self-play.
+        self.next_game_id = int(state.get("next_game_id", state["games"]))
+        if "replay" in state:
+            load_replay_state(self.replay, state["replay"])
         self.generator.set_state(state["generator"])
+        if self.engine is not None:
+            self.engine.next_game_id = self.next_game_id
 
 
 class SelfPlayDataset(IterableDataset):
