@@ -317,16 +317,6 @@ class Tree {
     revert(idx);
   }
 
-  // Visit counts of the root's children over all actions (0 for illegal ones).
-  void root_visits(float* out) const {
-    std::fill(out, out + A, 0.0f);
-    const Node& r = nodes_[0];
-    for (int i = 0; i < r.num_children; ++i) {
-      const Node& c = nodes_[r.first_child + i];
-      out[c.action] = static_cast<float>(c.n);
-    }
-  }
-
   // The policy a network learns from this search, over all actions (0 for illegal ones):
   // the visit distribution, or at a Gumbel root softmax(logit + sigma(completed Q)).
   void policy_target(float* out) const {

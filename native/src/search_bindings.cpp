@@ -18,12 +18,14 @@
 #include "connect4.hpp"
 #include "mcts.hpp"
 #include "selfplay.hpp"
+#include "selfplay_bind.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 using meeple::c4::Connect4;
 namespace c4 = meeple::c4;
 namespace mc = meeple::mcts;
+namespace selfplay_bind = meeple::selfplay_bind;
 
 namespace {
 
@@ -358,19 +360,10 @@ struct PySelfPlay {
                                                static_cast<size_t>(c4::kHeight), static_cast<size_t>(c4::kWidth)});
     d["policy"] = to_numpy(std::move(policy), {total, static_cast<size_t>(A)});
     d["value"] = to_numpy(std::move(value), {total});
-    {
-      auto* lp = new std::vector<std::uint8_t>(std::move(legal));
-      nb::capsule owner(lp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
-      d["legal"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(lp->data()), {total, static_cast<size_t>(A)}, owner);
-    }
+    d["legal"] = selfplay_bind::bool_array(std::move(legal), {total, static_cast<size_t>(A)});
     d["game"] = to_numpy(std::move(game), {total});
     d["ply"] = to_numpy(std::move(ply), {total});
-    {
-      // 1 where the move had a full search (a policy target; see fast_simulations)
-      auto* fp = new std::vector<std::uint8_t>(std::move(full));
-      nb::capsule owner(fp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
-      d["full"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(fp->data()), {total}, owner);
-    }
+    d["full"] = selfplay_bind::bool_array(std::move(full), {total});  // 1: a full search (policy target)
     const size_t ng = res.games.size();
     d["game_id"] = to_numpy(std::move(game_id), {ng});
     d["winner"] = to_numpy(std::move(winner), {ng});
@@ -508,7 +501,7 @@ void bind_search(nb::module_& m) {
       .def_prop_ro("virtual_loss_total", [](const PyMCTS& s) { return s.tree.virtual_loss_total(); })
       .def_prop_ro("tree_size", [](const PyMCTS& s) { return s.tree.size(); });
 
-  nb::class_<PySelfPlay>(m, "SelfPlay", nb::type_slots(selfplay_slots),
+  auto selfplay = nb::class_<PySelfPlay>(m, "SelfPlay", nb::type_slots(selfplay_slots),
                          "Self-play games with W worker threads (G games each, up to L leaves in flight per game) "
                          "and one batched evaluation queue. run(num_games) evaluates batches on the calling thread; "
                          "see native/README.md.")
@@ -579,17 +572,8 @@ void bind_search(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PySelfPlay& s, nb::handle, nb::handle, nb::handle) { s.close(); }, "exc_type"_a.none(),
            "exc"_a.none(), "tb"_a.none())
-      .def_prop_rw(
-          "next_game_id", [](const PySelfPlay& s) { return s.engine->next_game_id(); },
-          [](PySelfPlay& s, std::uint64_t id) {
-            try {
-              s.engine->set_next_game_id(id);
-            } catch (const std::runtime_error& e) {
-              throw nb::value_error(e.what());
-            }
-          },
-          "Id of the next game (its random stream derives from seed and id); set it to resume a run exactly.")
       .def_prop_ro("running", [](const PySelfPlay& s) { return s.engine->running(); })
       .def_prop_ro("metrics", [](const PySelfPlay& s) { return s.last_metrics; }, "Metrics of the last run.")
       .def_prop_ro("evaluator", [](const PySelfPlay& s) { return s.evaluator; });
+  selfplay_bind::def_next_game_id(selfplay);
 }

@@ -24,6 +24,7 @@
 #include "chess/game.hpp"
 #include "chess/traits.hpp"
 #include "selfplay.hpp"
+#include "selfplay_bind.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -139,19 +140,10 @@ struct PySelfPlay {
     d["planes"] = bind::to_numpy(std::move(planes), {total, P, 8, 8});
     d["policy"] = bind::to_numpy(std::move(policy), {total, A});
     d["value"] = bind::to_numpy(std::move(value), {total});
-    {
-      auto* lp = new std::vector<std::uint8_t>(std::move(legal));
-      nb::capsule owner(lp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
-      d["legal"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(lp->data()), {total, A}, owner);
-    }
+    d["legal"] = selfplay_bind::bool_array(std::move(legal), {total, A});
     d["game"] = bind::to_numpy(std::move(game), {total});
     d["ply"] = bind::to_numpy(std::move(ply), {total});
-    {
-      // 1 where the move had a full search (a policy target; see fast_simulations)
-      auto* fp = new std::vector<std::uint8_t>(std::move(full));
-      nb::capsule owner(fp, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
-      d["full"] = nb::ndarray<nb::numpy, bool>(reinterpret_cast<bool*>(fp->data()), {total}, owner);
-    }
+    d["full"] = selfplay_bind::bool_array(std::move(full), {total});  // 1: a full search (policy target)
     const std::size_t ng = res.games.size();
     d["game_id"] = bind::to_numpy(std::move(game_id), {ng});
     d["winner"] = bind::to_numpy(std::move(winner), {ng});
@@ -239,7 +231,7 @@ PyType_Slot selfplay_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(selfpla
 }  // namespace
 
 void bind_selfplay(nb::module_& m) {
-  nb::class_<PySelfPlay>(m, "SelfPlay", nb::type_slots(selfplay_slots),
+  auto selfplay = nb::class_<PySelfPlay>(m, "SelfPlay", nb::type_slots(selfplay_slots),
                          "Chess self-play on the generic engine (worker threads, batched evaluation queue); "
                          "the parameters mean what they mean for meeple_native.SelfPlay (native/README.md).")
       .def(
@@ -322,19 +314,10 @@ void bind_selfplay(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PySelfPlay& s, nb::handle, nb::handle, nb::handle) { s.close(); }, "exc_type"_a.none(),
            "exc"_a.none(), "tb"_a.none())
-      .def_prop_rw(
-          "next_game_id", [](const PySelfPlay& s) { return s.engine->next_game_id(); },
-          [](PySelfPlay& s, std::uint64_t id) {
-            try {
-              s.engine->set_next_game_id(id);
-            } catch (const std::runtime_error& e) {
-              throw nb::value_error(e.what());
-            }
-          },
-          "Id of the next game (its random stream derives from seed and id); set it to resume a run exactly.")
       .def_prop_ro("running", [](const PySelfPlay& s) { return s.engine->running(); })
       .def_prop_ro("metrics", [](const PySelfPlay& s) { return s.last_metrics; }, "Metrics of the last run.")
       .def_prop_ro("evaluator", [](const PySelfPlay& s) { return s.evaluator; });
+  meeple::selfplay_bind::def_next_game_id(selfplay);
 }
 
 }  // namespace meeple::chess

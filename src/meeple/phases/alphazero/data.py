@@ -78,13 +78,15 @@ def replay_state(replay: ReplayBuffer) -> dict[str, Any]:
     whole numbers in 0..255 (Connect Four's are 0/1) are stored as uint8: 4x smaller, lossless."""
     n = len(replay)
     samples: dict[str, torch.Tensor] = {}
+    planes_dtype = None
     if n:
         rows = replay.storage[:n]
         samples = {k: rows[k].clone() for k in SAMPLE_KEYS}
         planes = samples["planes"]
+        planes_dtype = str(planes.dtype)
         if planes.is_floating_point() and bool(((planes == planes.round()) & (planes >= 0) & (planes <= 255)).all()):
             samples["planes"] = planes.to(torch.uint8)
-    return {"samples": samples, "planes_dtype": str(replay.storage[:1]["planes"].dtype) if n else None,
+    return {"samples": samples, "planes_dtype": planes_dtype,
             "writer": {k: int(v) for k, v in replay.writer.state_dict().items()}}
 
 
