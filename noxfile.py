@@ -12,6 +12,7 @@ INSTALL = (
     "-e", "./plugins/connect4",
     "-e", "./plugins/chess",
     "-e", "./plugins/mahjong",
+    "-e", "./plugins/autobattler",
     "./native",
 )
 

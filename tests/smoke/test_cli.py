@@ -53,7 +53,7 @@ def test_experiment_and_overrides_and_print_config(tmp_path):
     [
         (["hardware=h100"], "hardware=h100 needs a CUDA GPU"),
         (["phase.minibatch_size=999999"], "phase.minibatch_size=999999 is larger than one rollout"),
-        (["env.backend=nope"], "is not an installed env backend; installed: connect4, gym, mahjong"),
+        (["env.backend=nope"], "is not an installed env backend; installed: autobattler, connect4, gym, mahjong"),
     ],
 )
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
@@ -70,7 +70,7 @@ def test_user_errors_are_one_clear_line(tmp_path, args, message):
 def test_unknown_env_lists_installed_envs(tmp_path):
     done = train(tmp_path, "env=nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "Could not find 'env/nope'; accepted: cartpole, connect4" in done.stderr
+    assert "Could not find 'env/nope'; accepted: autobattler, cartpole, connect4" in done.stderr
     assert done.stderr.count("\n") == 1  # one line, no search-path dump
 
 

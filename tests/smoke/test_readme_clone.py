@@ -27,7 +27,8 @@ COMMANDS = [
     ("python train.py +experiment=pixels_ppo", ["debug=tiny", "tracking=none"]),
     ("python train.py --cfg job", []),
 ]
-SOURCES = ("src", "plugins/gym/src", "plugins/connect4/src", "plugins/chess/src", "plugins/mahjong/src")
+SOURCES = ("src", "plugins/gym/src", "plugins/connect4/src", "plugins/chess/src", "plugins/mahjong/src",
+           "plugins/autobattler/src")
 
 
 def _git_toplevel() -> str | None:

@@ -66,7 +66,7 @@ def test_serve_help_prints_usage(tmp_path):
     "args,line",
     [
         (["transport=inproc"], "transport=inproc cannot be served; accepted: socket, http, shm"),
-        (["env=cartpol"], "env=cartpol: no such env config; accepted: cartpole, connect4"),
+        (["env=cartpol"], "env=cartpol: no such env config; accepted: autobattler, cartpole, connect4"),
         (["transport=tcp"], "transport=tcp: no such transport config; accepted: http, shm, socket"),
         (
             ["transport.address=/nonexistent/c4.sock"],

@@ -1,63 +1,52 @@
-"""The TypeScript reference server (plugins/remote/node): built once per session with npm."""
+"""The TypeScript reference server (plugins/remote/node): built once per session with npm
+(``npm ci``, then ``npm run build``: the shared-memory addon with g++, then ``tsc``)."""
 
 from __future__ import annotations
 
+import functools
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from meeple.errors import ConfigError
+from meeple.transport import node
 from meeple.transport.launch import ServerProcess, default_address
 
-NODE_DIR = Path(__file__).resolve().parents[2] / "plugins" / "remote" / "node"
 
-
+@functools.cache  # once per test session: test modules share the build
 def build() -> Path:
-    """``npm ci`` (if needed) and ``tsc``; fails (never skips) without node/npm."""
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            pytest.fail(
-                f"{tool} is not on PATH: the TypeScript server tests need Node 20 and npm "
-                "(https://nodejs.org); they are part of CI and are not skipped"
-            )
-    env = {**os.environ, "npm_config_fund": "false", "npm_config_audit": "false"}
-    if not (NODE_DIR / "node_modules" / "typescript").is_dir():
-        done = subprocess.run(
-            ["npm", "ci"], cwd=NODE_DIR, capture_output=True, text=True, env=env, timeout=300
-        )
-        if done.returncode != 0:
-            pytest.fail(
-                f"npm ci in {NODE_DIR} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-            )
-    done = subprocess.run(
-        ["npm", "run", "build"], cwd=NODE_DIR, capture_output=True, text=True, env=env, timeout=300
-    )
-    if done.returncode != 0:
-        pytest.fail(f"tsc in {NODE_DIR} failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
-    return NODE_DIR / "dist"
+    """``npm ci`` (if needed) and ``npm run build``; fails (never skips) without node/npm/g++."""
+    try:
+        return node.build(force=True)
+    except ConfigError as err:
+        pytest.fail(f"{err} (the TypeScript server tests are part of CI and are not skipped)")
 
 
-def start(dist: Path, transport: str, num_envs: int, address: str | None = None) -> ServerProcess:
-    address = address or default_address(transport, "node-connect4")
-    command = [
-        "node",
-        str(dist / "server.js"),
-        "--transport",
-        transport,
-        "--address",
-        address,
-        "--num-envs",
-        str(num_envs),
-        "--parent-pid",
-        str(os.getpid()),
-    ]
+def start(
+    dist: Path,
+    transport: str,
+    num_envs: int,
+    address: str | None = None,
+    *,
+    game: str = "connect4",
+    game_module: str | None = None,
+    num_workers: int | None = None,
+    extra: list[str] = (),
+) -> ServerProcess:
+    """``node dist/server.js`` for ``transport``; ``num_workers`` None is the server's default
+    (1 worker thread for shm, none otherwise); ``extra``: more command-line options."""
+    address = address or default_address(transport, f"node-{game}")
+    command = ["node", str(dist / "server.js"), "--transport", transport, "--address", address]
+    command += ["--num-envs", str(num_envs), "--parent-pid", str(os.getpid())]
+    command += ["--game-module", game_module] if game_module else ["--game", game]
+    if num_workers is not None:
+        command += ["--num-workers", str(num_workers)]
     return ServerProcess(
         {},
         transport=transport,
         num_envs=num_envs,
         address=address,
-        command=command,
+        command=[*command, *extra],
         start_timeout_s=60,
     )

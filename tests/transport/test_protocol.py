@@ -114,11 +114,60 @@ def test_spin_budget_adapts_to_how_waits_end():
     assert budget.scale == 0.0 and budget.next_scale() == 0.0
     probes = [budget.next_scale() for _ in range(128)]
     assert (
-        probes.count(SpinBudget.MIN) == 2 and probes.count(0.0) == 126
-    )  # waits 64 and 128  # a probe every 64th wait
+        probes.count(1.0) == 2 and probes.count(0.0) == 126
+    )  # waits 64 and 128  # a probe of the whole budget every 64th wait
+    budget.blocked()  # the probe failed too: still none
+    assert budget.scale == 0.0 and budget.next_scale() == 0.0
     budget.spun()
     budget.spun()
     assert budget.scale == 2 * SpinBudget.MIN
     for _ in range(10):
         budget.spun()
     assert budget.scale == 1.0
+    for _ in range(5):
+        budget.blocked()
+    while budget.next_scale() == 0.0:
+        budget.blocked()
+    budget.yielded()  # a probe answered within the whole budget restores it
+    assert budget.scale == 1.0
+
+
+def test_spin_budget_stops_pure_spinning_that_only_delays_the_peer():
+    """Answers that come in the sched_yield phase (a peer that needs this core): the pure spin
+    shrinks to none while the yield phase stays; blocked waits answered within the whole
+    budget grow it back (a burst of slow answers must not leave every wait on the futex)."""
+    from meeple.transport.waiting import SpinBudget
+
+    budget = SpinBudget()
+    for _ in range(5):
+        budget.yielded()
+    assert budget.spin == 0.0 and budget.scale == 1.0
+    assert budget.next_scales() == (0.0, 1.0)
+    for _ in range(6):
+        budget.blocked()  # answers far beyond the budget (an idle learner): block at once
+    assert budget.scale == 0.0
+    budget.blocked(within_budget=True)  # answered soon after blocking: worth spinning again
+    budget.blocked(within_budget=True)
+    assert budget.scale == 2 * SpinBudget.MIN and budget.spin == 0.0
+    budget.spun()  # an answer within the pure spin brings it back
+    assert budget.spin == SpinBudget.MIN and budget.spin <= budget.scale
+
+
+@pytest.mark.parametrize("transport", ["socket", "shm", "http"])
+def test_python_server_refuses_observe_all_seats_clearly(transport):
+    """protocol.md's all_seats addition is the Node host library's; ours says so and keeps serving."""
+    from meeple.transport.client import connect
+    from meeple.transport.launch import ServerProcess
+
+    server = ServerProcess({"backend": "connect4"}, transport=transport, num_envs=2,
+                           num_workers=1 if transport == "shm" else 0)
+    try:
+        client = connect(transport, server.address)
+        client.reset(0)
+        with pytest.raises(ProtocolError, match="not served by meeple's Python env server") as err:
+            client.observe(all_seats=True)
+        assert err.value.code == ErrorCode.UNKNOWN_TYPE
+        assert client.observe()["obs"].shape[0] == 2  # still serving this client
+        client.close()
+    finally:
+        server.stop()

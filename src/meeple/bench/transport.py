@@ -2,6 +2,7 @@
 against stepping the same env in-process.
 
     python -m meeple.bench transport --out transport.json [--steps 10000] [--env counter|connect4]
+        [--obs-size 612 --num-actions 92]   # the seed's layout: JSON of its size over HTTP
 
 Every configuration runs a fresh ``python -m meeple.serve`` child process and one client in
 this process: ``--steps`` timed round trips (after ``--warmup``), each stepping all N envs.
@@ -9,8 +10,12 @@ Reported per configuration: p50/p95/p99 round-trip latency (us), round trips/s a
 steps/s. Then K = 1, 2, 4, 8 server processes driven by one client (shm: one server with K
 worker processes; socket: K servers, the client sends to all, then reads all): env steps/s
 and the K=8 / K=1 ratio. The env is ``counter`` (``meeple.envs.counter``: almost free, so the
-numbers are the transport's) unless ``--env connect4``. The JSON records the wait policy and
-the load average before and after (busy cores change everything: read them together).
+numbers are the transport's) unless ``--env connect4``; ``--obs-size`` and ``--num-actions``
+size its records (default 4 floats and 4 actions; the seed's auto-battler had 612 and 92, and
+its HTTP baseline carried them as JSON lists every step). The JSON records the wait policy and
+the load average before and after (busy cores change everything: read them together). The
+progress bar redraws only between configurations: a refresh thread would take the GIL from
+the timed loop.
 """
 
 from __future__ import annotations
@@ -41,11 +46,15 @@ SERVERS = (1, 2, 4, 8)
 EPISODE = 1000  # counter episode length (auto-resets included, rarely)
 
 
-def env_config(name: str) -> dict[str, Any]:
+def env_config(name: str, obs_size: int = 4, num_actions: int = 4) -> dict[str, Any]:
     if name == "counter":
         return {
             "array_env": "meeple.envs.counter:CounterEnv",
-            "kwargs": {"episode_length": EPISODE},
+            "kwargs": {
+                "episode_length": EPISODE,
+                "obs_size": obs_size,
+                "num_actions": num_actions,
+            },
         }
     if name == "connect4":
         return {"backend": "connect4"}
@@ -55,9 +64,11 @@ def env_config(name: str) -> dict[str, Any]:
 class Actions:
     """Legal actions without client-side work in the timed loop (precomputed per phase)."""
 
-    def __init__(self, env: str, num_envs: int) -> None:
-        if env == "counter":  # action t % 4 is illegal at counter t; all envs share t
-            self.table = [np.full(num_envs, (t + 1) % 4, dtype=np.int32) for t in range(EPISODE)]
+    def __init__(self, env: str, num_envs: int, num_actions: int = 4) -> None:
+        if env == "counter":  # action t % num_actions is illegal at counter t; all envs share t
+            self.table = [
+                np.full(num_envs, (t + 1) % num_actions, dtype=np.int32) for t in range(EPISODE)
+            ]
         else:  # connect4: columns 0..6 in turn, legal until the game ends and restarts
             self.table = None
         self.env = env
@@ -68,8 +79,10 @@ class Actions:
         return np.argmax(records["mask"], axis=1).astype(np.int32)
 
 
-def time_loop(stepper, env: str, num_envs: int, steps: int, warmup: int) -> dict[str, float]:
-    actions = Actions(env, num_envs)
+def time_loop(
+    stepper, env: str, num_envs: int, steps: int, warmup: int, num_actions: int = 4
+) -> dict[str, float]:
+    actions = Actions(env, num_envs, num_actions)
     records = stepper.reset(0)
     lat = np.empty(steps, dtype=np.int64)
     clock = time.perf_counter_ns
@@ -106,17 +119,13 @@ class MultiSocket:
 
     def step(self, actions: np.ndarray):
         from meeple.transport import protocol as P
-        from meeple.transport.socket import recv_exact, send_frame
+        from meeple.transport.socket import recv_reply, send_frame
 
         parts = np.array_split(actions, len(self.clients))
         for c, a in zip(self.clients, parts):
             c._msg_id += 1
             send_frame(c.sock, MsgType.STEP, c._msg_id, P.encode_actions(a))
-        out = []
-        for c in self.clients:
-            _, _, n = P.HEADER.unpack(recv_exact(c.sock, P.HEADER_SIZE, "reply header"))
-            out.append(recv_exact(c.sock, n, "reply body"))
-        return out
+        return [recv_reply(c.sock, c._single_bytes)[2] for c in self.clients]
 
     def close(self) -> None:
         for c in self.clients:
@@ -124,12 +133,14 @@ class MultiSocket:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    env_cfg = env_config(args.env)
+    env_cfg = env_config(args.env, args.obs_size, args.num_actions)
     policy = WaitPolicy(args.spin_us, args.yield_us)
     extra = [f"transport.spin_us={args.spin_us}", f"transport.yield_us={args.yield_us}"]
     result: dict[str, Any] = {
         "benchmark": "transport",
         "env": args.env,
+        "obs_size": args.obs_size if args.env == "counter" else None,
+        "num_actions": args.num_actions if args.env == "counter" else None,
         "steps": args.steps,
         "warmup": args.warmup,
         "wait_policy": {"spin_us": args.spin_us, "yield_us": args.yield_us, "then": "futex"},
@@ -145,7 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     configs = [(t, n) for t in args.transports for n in args.sizes]
     scaling = [(t, k) for t in ("socket", "shm") if t in args.transports for k in args.servers]
-    with Progress(console=Console(stderr=True)) as progress:
+    with Progress(console=Console(stderr=True), auto_refresh=False) as progress:
         task = progress.add_task(
             "transport benchmark", total=len(args.sizes) + len(configs) + len(scaling)
         )
@@ -154,11 +165,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             local = LocalStepper(make_array_env(env_cfg, n))
             result["inproc"].append(
-                {"num_envs": n, **time_loop(local, args.env, n, args.steps, args.warmup)}
+                {
+                    "num_envs": n,
+                    **time_loop(local, args.env, n, args.steps, args.warmup, args.num_actions),
+                }
             )
-            progress.advance(task)
+            progress.update(task, advance=1, refresh=True)
         for transport, n in configs:
-            progress.update(task, description=f"{transport} N={n}")
+            progress.update(task, description=f"{transport} N={n}", refresh=True)
             server = ServerProcess(
                 env_cfg,
                 transport=transport,
@@ -168,15 +182,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             try:
                 client = connect(transport, server.address, policy=policy)
-                row = time_loop(client, args.env, n, args.steps, args.warmup)
+                row = time_loop(client, args.env, n, args.steps, args.warmup, args.num_actions)
                 client.close()
             finally:
                 server.stop()
             result["latency"].append({"transport": transport, "num_envs": n, **row})
-            progress.advance(task)
+            progress.update(task, advance=1, refresh=True)
         n = args.scaling_envs
         for transport, k in scaling:
-            progress.update(task, description=f"{transport} K={k} servers, N={n}")
+            progress.update(task, description=f"{transport} K={k} servers, N={n}", refresh=True)
             if transport == "shm":
                 servers = [
                     ServerProcess(env_cfg, transport="shm", num_envs=n, num_workers=k, extra=extra)
@@ -191,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 client = MultiSocket([connect("socket", s.address) for s in servers])
             try:
                 row = (
-                    time_loop(client, args.env, n, args.steps // 2, args.warmup)
+                    time_loop(client, args.env, n, args.steps // 2, args.warmup, args.num_actions)
                     if args.env == "counter"
                     else {}
                 )
@@ -200,7 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for s in servers:
                     s.stop()
             result["servers"].append({"transport": transport, "servers": k, "num_envs": n, **row})
-            progress.advance(task)
+            progress.update(task, advance=1, refresh=True)
     result["machine"]["loadavg_after"] = os.getloadavg()
     result["ratios"] = ratios(result)
     return result
@@ -244,7 +258,12 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
 
 def print_tables(result: dict[str, Any]) -> None:
     console = Console()
-    table = Table(title=f"round trips ({result['env']} env, {result['steps']} steps each)")
+    layout = (
+        f", {result['obs_size']} floats, {result['num_actions']} actions"
+        if result.get("obs_size")
+        else ""
+    )
+    table = Table(title=f"round trips ({result['env']} env{layout}, {result['steps']} steps each)")
     for col in ("transport", "N", "p50 us", "p95 us", "p99 us", "round trips/s", "env steps/s"):
         table.add_column(col, justify="right")
     rows = [("in-process", row) for row in result["inproc"]]
@@ -289,6 +308,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=10_000, help="timed round trips per configuration")
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--env", default="counter", help="counter (transport cost) or connect4")
+    p.add_argument(
+        "--obs-size", type=int, default=4, help="counter: floats per observation (seed: 612)"
+    )
+    p.add_argument("--num-actions", type=int, default=4, help="counter: actions (seed: 92)")
     p.add_argument("--transports", nargs="+", default=list(TRANSPORTS), choices=TRANSPORTS)
     p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES), help="envs per round trip")
     p.add_argument(

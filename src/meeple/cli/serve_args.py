@@ -27,8 +27,8 @@ TRANSPORT_KEYS = {
     "max_body": "largest request body in bytes; larger ones are refused",
     "frame_timeout_s": "a started request must arrive within this, else its connection closes",
     "timeout_s": "shm: longest wait for a worker before a clear error",
-    "spin_us": "shm waits: microseconds of pure spinning",
-    "yield_us": "shm waits: then microseconds of spinning with sched_yield, then a futex",
+    "spin_us": "shm and socket waits: microseconds of pure spinning",
+    "yield_us": "then microseconds of spinning with sched_yield, then a futex (socket: recv)",
 }
 
 USAGE = """\

@@ -17,8 +17,10 @@ import torch
 
 from meeple.envs.record_env import RecordEnv
 from meeple.errors import ConfigError
-from meeple.transport.launch import ServerProcess
+from meeple.plugins.registry import load_backend
+from meeple.transport.launch import ServerProcess, default_address
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, decode_name
+from meeple.transport.seats import SeatStepper
 from meeple.transport.shm import ShmChannel
 from meeple.transport.socket import SocketClient
 from meeple.transport.waiting import WaitPolicy
@@ -55,8 +57,8 @@ class ShmClient:
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
         return self.channel.step_multi(actions)
 
-    def observe(self) -> np.ndarray:
-        return self.channel.observe()
+    def observe(self, all_seats: bool = False) -> np.ndarray:
+        return self.channel.observe(all_seats)
 
     def health(self) -> dict[str, int]:
         return self.control.health()
@@ -71,7 +73,7 @@ def connect(
 ):
     """A stepper (``reset/step/step_multi/observe/health/close``) for a running server."""
     if transport == "socket":
-        return SocketClient(address, timeout_s)
+        return SocketClient(address, timeout_s, policy or WaitPolicy(timeout_s=timeout_s))
     if transport == "shm":
         return ShmClient(address, timeout_s, policy)
     if transport == "http":
@@ -94,7 +96,7 @@ def _connect_auto(address: str, timeout_s: float, policy: WaitPolicy | None):
         client = ShmClient(address, timeout_s, policy)
     except ProtocolError as err:
         log.info("transport=auto: using socket (shm skipped: %s)", err.text)
-        return SocketClient(address, timeout_s)
+        return SocketClient(address, timeout_s, policy or WaitPolicy(timeout_s=timeout_s))
     log.info("transport=auto: using shm at %s", address)
     return client
 
@@ -164,7 +166,19 @@ def make_remote_env(
     ``num_envs`` must equal the run's. ``evaluation`` batches get a server of their own
     (same env config and transport), stopped with the env: one client drives a server's envs
     at a time, and the collector holds them for the whole run.
+
+    ``env.seats`` > 1 (self-play): ``num_envs`` counts (game, seat) rows, the server hosts
+    ``num_envs / seats`` games, and every step is one STEP_MULTI (:class:`SeatStepper`). A
+    backend with ``server_command(...)`` (a game in another language) names its own server.
     """
+    seats = int(env_cfg.get("seats", 1))
+    if seats > 1 and num_envs % seats:
+        raise ConfigError(
+            f"env.num_envs={num_envs} with env.seats={seats}: num_envs counts (game, seat) rows "
+            f"and must be a multiple of {seats}"
+        )
+    games = num_envs // seats
+    rows = (lambda stepper: SeatStepper(stepper)) if seats > 1 else (lambda stepper: stepper)
     transport = transport_cfg["type"]
     if transport not in CLIENT_TRANSPORTS:
         raise ConfigError(
@@ -186,7 +200,7 @@ def make_remote_env(
                 f"(python -m meeple.serve transport={transport} transport.address={address}) "
                 "or set transport.address=null and the run starts its own"
             ) from err
-        return RemoteEnv(stepper, device=device, address=address, num_envs=num_envs)
+        return RemoteEnv(rows(stepper), device=device, address=address, num_envs=num_envs)
     if address:
         log.info(
             "evaluation: %d envs in a %s env server of its own (the server at %s hosts the "
@@ -209,9 +223,10 @@ def make_remote_env(
             server = ServerProcess(
                 env_cfg,
                 transport=kind,
-                num_envs=num_envs,
+                num_envs=games,
                 num_workers=max(workers, 1) if kind == "shm" else workers,
                 extra=extra,
+                **_foreign_server(env_cfg, transport_cfg, kind, games, workers),
             )
         except ConfigError as err:
             failures.append(f"{kind}: {err}")
@@ -228,5 +243,25 @@ def make_remote_env(
             log.info(
                 "transport=auto: using %s%s", kind, f" ({'; '.join(failures)})" if failures else ""
             )
-        return RemoteEnv(stepper, device=device, server=server)
+        return RemoteEnv(rows(stepper), device=device, server=server)
     raise ConfigError("no transport could start an env server: " + "; ".join(failures))
+
+
+def _foreign_server(
+    env_cfg: Mapping[str, Any], transport_cfg: Mapping[str, Any], kind: str, games: int, workers: int
+) -> dict[str, Any]:
+    """``address`` and ``command`` of a backend's own server (``server_command``), else nothing
+    (``python -m meeple.serve``)."""
+    backend = load_backend(env_cfg["backend"]) if "backend" in env_cfg else None
+    command = getattr(backend, "server_command", None)
+    if command is None:
+        return {}
+    address = default_address(kind, str(env_cfg["backend"]))
+    wait = {key: transport_cfg[key] for key in ("spin_us", "yield_us", "timeout_s") if key in transport_cfg}
+    return {
+        "address": address,
+        "command": command(
+            env_cfg, transport=kind, address=address, num_envs=games,
+            num_workers=max(workers, 1) if kind == "shm" else (workers or None), wait=wait,
+        ),
+    }

@@ -225,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ErrorCode.UNKNOWN_TYPE,
                 f"{method} {self.path} is not an endpoint; accepted: {routes}",
             )
+        if route == MsgType.OBSERVE and "all_seats=1" in self.path.partition("?")[2].split("&"):
+            raise ProtocolError(ErrorCode.UNKNOWN_TYPE, P.OBSERVE_ALL_SEATS_UNSERVED)
         data = self._body(env) if method == "POST" else {}
         if route == MsgType.HELLO:
             return {"version": P.VERSION, "server": env.server_name}
@@ -347,7 +349,10 @@ class HttpClient:
         )
         return self._records(data, n * seats).reshape(n, seats)
 
-    def observe(self) -> np.ndarray:
+    def observe(self, all_seats: bool = False) -> np.ndarray:
+        if all_seats:
+            n, seats = self.spaces.num_envs, self.spaces.num_seats
+            return self._records(self.call("GET", "/observe?all_seats=1"), n * seats).reshape(n, seats)
         return self._records(self.call("GET", "/observe"), self.spaces.num_envs)
 
     def health(self) -> dict[str, int]:

@@ -188,3 +188,10 @@ def records_from_json(spaces: Spaces, data: dict, count: int) -> np.ndarray:
             ErrorCode.MALFORMED, f"JSON result does not match SPACES ({err!r})"
         ) from err
     return records
+
+
+# protocol.md's OBSERVE all_seats addition, which meeple's Python server does not serve
+OBSERVE_ALL_SEATS_UNSERVED = (
+    "OBSERVE for all seats is not served by meeple's Python env server (its array envs observe "
+    "the seat to move only); the TypeScript host library serves it"
+)

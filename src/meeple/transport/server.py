@@ -376,7 +376,8 @@ class EnvServer:
         actions: np.ndarray | None = None,
     ) -> np.ndarray:
         """Run one env command for ``owner``; packed records (``[N]``, or ``[N * seats]``)."""
-        self.acquire(owner)
+        if self._driver is not owner:  # only the driver's own connection can change it now
+            self.acquire(owner)
         n, seats = self.num_envs, self.spaces.num_seats
         if actions is not None:
             expected = n * seats if command == MsgType.STEP_MULTI else n

@@ -14,13 +14,20 @@ import mmap
 import os
 import signal
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces, round_up
+from meeple.transport.protocol import (
+    OBSERVE_ALL_SEATS_UNSERVED,
+    ErrorCode,
+    MsgType,
+    ProtocolError,
+    Spaces,
+    round_up,
+)
 from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, futex_wake, wait_until
 
 log = logging.getLogger(__name__)
@@ -37,6 +44,10 @@ LIVENESS_EVERY = 256  # busy peers check each other's process every this many re
 W_DOORBELL, W_WORKER_SLEEPING, W_ENV_ERRORS = 0, 1, 2
 W_DONE, W_CLIENT_SLEEPING, W_FIRST, W_COUNT, W_PID = 16, 17, 18, 19, 20
 W_ERROR_AT, W_STEPS_AT, W_TEXT_AT = 84, 88, 96  # byte offsets
+U64 = struct.Struct("<Q")
+# plain ints: an IntEnum member lookup costs ~0.1 us, several per request on the hot path
+RESET, STEP, STEP_MULTI = int(MsgType.RESET), int(MsgType.STEP), int(MsgType.STEP_MULTI)
+OBSERVE_COMMAND = int(MsgType.OBSERVE)
 
 
 def segment_name(address: str) -> str:
@@ -296,7 +307,26 @@ class ShmChannel:
         self._requests = 0
         self._budgets = [SpinBudget() for _ in self.workers]
         self.single = seg.records[:, 0]
+        # Views and closures made once: field lookups on the slots' structured array and
+        # per-wait lambdas were a few microseconds of every 1-env request.
+        self._actions = seg.slots["actions"]
+        self._req_seq = [seg.slots["req_seq"][first : first + n] for first, n in self._ranges]
+        self._reads = [self._reader(self._done[w]) for w in self.workers]
+        self._set_sleeping = [self._setter(self._client_sleeping[w]) for w in self.workers]
+        self._alive_checks = [lambda w=w: self._alive(w) for w in self.workers]
         self.sync()
+
+    def _reader(self, index: int) -> Callable[[], int]:
+        words = self.segment.words
+        return lambda: words[index]
+
+    def _setter(self, index: int) -> Callable[[int], None]:
+        words = self.segment.words
+
+        def set_value(value: int) -> None:
+            words[index] = value
+
+        return set_value
 
     def sync(self) -> None:
         """Wait out a request a previous client left in flight; continue its sequence numbers."""
@@ -314,23 +344,14 @@ class ShmChannel:
         return None
 
     def _wait(self, worker: int, seq: int) -> None:
-        words, done, sleeping = (
-            self.segment.words,
-            self._done[worker],
-            self._client_sleeping[worker],
-        )
-
-        def set_sleeping(v: int) -> None:
-            words[sleeping] = v
-
         try:
             wait_until(
-                lambda: words[done],
-                lambda v: v == seq,
-                address=self.segment.address(done),
-                set_sleeping=set_sleeping,
+                self._reads[worker],
+                seq.__eq__,
+                address=self.segment.address(self._done[worker]),
+                set_sleeping=self._set_sleeping[worker],
                 policy=self.policy,
-                alive=lambda: self._alive(worker),
+                alive=self._alive_checks[worker],
                 budget=self._budgets[worker],
             )
         except WaitTimeout as err:
@@ -342,28 +363,38 @@ class ShmChannel:
             raise ProtocolError(ErrorCode.INTERNAL, str(err)) from err
 
     def request(
-        self, command: int, *, seed: int | None = None, actions: np.ndarray | None = None
+        self,
+        command: int,
+        *,
+        seed: int | None = None,
+        actions: np.ndarray | None = None,
+        all_seats: bool = False,
     ) -> np.ndarray:
         seg, words = self.segment, self.segment.words
-        slots = seg.slots
         if actions is not None:
-            slots["actions"] = actions.reshape(len(slots), -1)
-        if command == MsgType.RESET:
-            slots["flags"] = seed is not None
-            slots["seed"] = 0 if seed is None else seed % 2**64
+            self._actions[...] = actions.reshape(len(self._actions), -1)  # STEP: every seat
+        if command == RESET:
+            seg.slots["flags"] = seed is not None
+            seg.slots["seed"] = 0 if seed is None else seed % 2**64
+        elif all_seats:  # OBSERVE of every seat: flags bit 1, for this request only
+            seg.slots["flags"] = 2
         if command != self._command:
-            slots["command"] = self._command = command
+            seg.slots["command"] = self._command = command
         seqs = []
         for w in self.workers:
-            seq = (words[self._doorbell[w]] + 1) & 0xFFFFFFFF
-            first, count = self._ranges[w]
-            slots["req_seq"][first : first + count] = seq
-            words[self._doorbell[w]] = seq
+            doorbell = self._doorbell[w]
+            seq = (words[doorbell] + 1) & 0xFFFFFFFF
+            self._req_seq[w][...] = seq
+            words[doorbell] = seq
             if words[self._worker_sleeping[w]]:
-                futex_wake(seg.address(self._doorbell[w]))
+                futex_wake(seg.address(doorbell))
             seqs.append(seq)
-        for w in self.workers:
-            self._wait(w, seqs[w])
+        try:
+            for w in self.workers:
+                self._wait(w, seqs[w])
+        finally:
+            if all_seats:
+                seg.slots["flags"] = 0
         self._requests += 1
         if self._requests % LIVENESS_EVERY == 0 and not pid_alive(seg.server_pid):
             # busy loops never reach the slow path that checks: look every so often
@@ -371,20 +402,20 @@ class ShmChannel:
         for w in self.workers:
             if words[self._error[w]] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
                 raise ProtocolError(*seg.error(w))
-        return seg.records if command == MsgType.STEP_MULTI else self.single
+        return seg.records if command == STEP_MULTI or all_seats else self.single
 
     # RecordStepper interface
     def reset(self, seed: int | None) -> np.ndarray:
         return self.request(MsgType.RESET, seed=seed)
 
     def step(self, actions: np.ndarray) -> np.ndarray:
-        return self.request(MsgType.STEP, actions=np.asarray(actions, dtype=np.int32))
+        return self.request(STEP, actions=np.asarray(actions, dtype=np.int32))
 
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
         return self.request(MsgType.STEP_MULTI, actions=np.asarray(actions, dtype=np.int32))
 
-    def observe(self) -> np.ndarray:
-        return self.request(MsgType.OBSERVE)
+    def observe(self, all_seats: bool = False) -> np.ndarray:
+        return self.request(MsgType.OBSERVE, all_seats=all_seats)
 
     def close(self) -> None:
         self.single = None
@@ -433,17 +464,24 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             return "server died"
         return None
 
+    def read_doorbell() -> int:
+        return words[doorbell]
+
     last, last_code, served = words[doorbell], 0, 0
     budget = SpinBudget()
     mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
     slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
+    resp_seq = slots["resp_seq"]
+    env_errors = seg.word(worker, W_ENV_ERRORS)
+    steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
+    doorbell_address, done_address = seg.address(doorbell), seg.address(done)
     try:
         while True:
             try:
                 seq = wait_until(
-                    lambda: words[doorbell],
-                    lambda v, last=last: v != last,
-                    address=seg.address(doorbell),
+                    read_doorbell,
+                    last.__ne__,
+                    address=doorbell_address,
                     set_sleeping=set_sleeping,
                     policy=policy,
                     alive=alive,
@@ -459,10 +497,12 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             code, text = 0, ""
             command = mm[head_at + 8]  # every slot of a request carries the same command
             try:
-                if command == MsgType.STEP:
+                if command == STEP:
                     host.execute(command, single, records, actions=slot_actions)
                 else:
                     head = slots[0]
+                    if command == OBSERVE_COMMAND and head["flags"] & 2:
+                        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, OBSERVE_ALL_SEATS_UNSERVED)
                     seed = int(head["seed"]) if head["flags"] & 1 else None
                     host.execute(
                         command, single, records, seed=seed, actions=slots["actions"].copy()
@@ -476,11 +516,11 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                 slots["status"] = code
                 seg.set_error(worker, code, text)
                 last_code = code
-            slots["resp_seq"] = seq
-            seg.add_steps(worker, host.steps)
-            words[seg.word(worker, W_ENV_ERRORS)] = host.env_errors
+            resp_seq[...] = seq
+            U64.pack_into(mm, steps_at, host.steps)
+            words[env_errors] = host.env_errors
             words[done] = seq
             if words[client_sleeping]:
-                futex_wake(seg.address(done))
+                futex_wake(done_address)
     finally:
         env.close()

@@ -5,7 +5,8 @@
 
 import * as fs from "fs";
 import * as path from "path";
-import { Connect4Host } from "./host";
+import { EnvBatch } from "./envbatch";
+import { connect4 } from "./games/connect4";
 import * as P from "./protocol";
 
 type Frame = { [k: string]: any };
@@ -108,11 +109,14 @@ function main(): number {
       if (got !== JSON.stringify(expected(f))) problems.push(`${who}/${f.name}.bin: decodes to ${got.slice(0, 200)}`);
     }
     if (f.kind === "records" && f.moves) { // the same game on the TypeScript Connect Four
-      const host = new Connect4Host(f.records.length);
-      host.reset();
-      let recs: P.StepRecord[] = [];
-      for (const m of f.moves) recs = host.step(m);
+      const n = f.records.length;
+      const envs = new EnvBatch(connect4, n);
+      const body = Buffer.alloc(n * envs.lay.recordSize);
+      const sink = { buf: body, base: 0, envStride: envs.lay.recordSize };
+      envs.execute(P.MsgType.RESET, null, null, sink);
+      for (const m of f.moves) envs.execute(P.MsgType.STEP, Int32Array.from(m), null, sink);
       const s = toSpaces(f.spaces);
+      const recs = P.readRecords(s, body, n);
       if (JSON.stringify(normRecords(recs, s)) !== JSON.stringify(expected(f))) problems.push(`${f.name}: the TypeScript game differs`);
     }
   }

@@ -247,7 +247,7 @@ export interface StepRecord {
   mask: number[];
 }
 
-function writeScalar(b: Buffer, dtype: string, at: number, v: number): void {
+export function writeScalar(b: Buffer, dtype: string, at: number, v: number): void {
   switch (dtype) {
     case "uint8": b.writeUInt8(v, at); break;
     case "int8": b.writeInt8(v, at); break;

@@ -1,58 +1,128 @@
-// Reference env server in TypeScript: Connect Four over the socket (binary frames on a Unix
-// socket, created 0600) and HTTP (JSON on 127.0.0.1) transports of docs/protocol.md.
-// Node has no portable POSIX shared memory without native addons, so no shm transport here.
+// The host library's server: any game of games/index.ts (or of a module, --game-module) over the
+// socket (binary frames on a Unix socket, created 0600), HTTP (JSON on 127.0.0.1) and shared-memory
+// (a /dev/shm segment, 0600, with the Unix socket as control plane) transports of docs/protocol.md.
 //
-//   node dist/server.js --transport socket|http --address PATH|127.0.0.1:PORT --num-envs N
+//   node dist/server.js --game connect4|autobattler --transport socket|http|shm
+//       --address PATH|127.0.0.1:PORT --num-envs N [--num-workers W] [--spin-us 20 --yield-us 200]
+//       [--combat local|batched:PATH]
+//
+// --num-workers W > 0 steps the envs in W worker_threads, each owning disjoint slots of a
+// shared-memory segment (pool.ts, worker.ts); shm needs W >= 1 (default 1). Socket and HTTP frames
+// then reach the workers through the same segment (the main thread is its client). One client
+// drives the envs at a time (the first to RESET or SHM_ATTACH) until it sends CLOSE or its
+// connection closes (a client that dies releases them). At start the server removes segments and
+// socket files of dead servers; SIGINT/SIGTERM stop the workers and remove the socket file and the
+// segment. A worker thread that dies shuts the server down (exit code 1), as meeple's server does.
+// --combat batched:PATH sends the sub-simulations (the auto-battler's fights) of every env request
+// to a batched simulator service at PATH, one exchange per request and worker (subsim.ts).
 
 import * as fs from "fs";
 import * as http from "http";
 import * as net from "net";
-import { Connect4Host } from "./host";
+import { EnvBatch, spacesOf } from "./envbatch";
+import { GameSpec } from "./game";
+import { GameRef, resolveGame, WorkerPool } from "./pool";
 import {
-  decodeActions, decodeHelloRequest, decodeReset, encodeError, encodeFrame, encodeHealth, encodeHelloReply,
-  encodeSpaces, ErrorCode, HEADER_SIZE, layout, MsgType, ProtocolError, StepRecord, recordsJson, spacesJson, VERSION,
-  writeRecord,
+  decodeHelloRequest, decodeReset, encodeError, encodeFrame, encodeHealth, encodeHelloReply, encodeName,
+  encodeSpaces, ErrorCode, HEADER_SIZE, layout, Layout, MsgType, ProtocolError, readRecords, recordsJson, Spaces, spacesJson, VERSION,
 } from "./protocol";
+import { makeRunner, parseCombat } from "./subsim";
+import { claimSegment, DEFAULT_POLICY, segmentName, sweepStaleSegments, sweepStaleSockets, WaitPolicy } from "./shm";
 
-interface Options { transport: string; address: string; numEnvs: number; maxBody: number; frameTimeoutMs: number; parentPid: number }
+interface Options {
+  game: GameRef; transport: string; address: string; numEnvs: number; numWorkers: number; maxBody: number;
+  frameTimeoutMs: number; parentPid: number; policy: WaitPolicy; combat: string;
+}
+
+const OPTIONS = [
+  "--game", "--game-module", "--transport", "--address", "--num-envs", "--num-workers", "--max-body", "--frame-timeout-ms",
+  "--spin-us", "--yield-us", "--timeout-s", "--parent-pid", "--combat",
+];
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { transport: "socket", address: "", numEnvs: 8, maxBody: 64 * 1024 * 1024, frameTimeoutMs: 5000, parentPid: 0 };
+  const opts: Options = {
+    game: { name: "connect4", module: null }, transport: "socket", address: "", numEnvs: 8, numWorkers: -1,
+    maxBody: 64 * 1024 * 1024, frameTimeoutMs: 5000, parentPid: 0, policy: { ...DEFAULT_POLICY }, combat: "local",
+  };
+  const number = (key: string, value: string, min: number): number => {
+    const v = Number(value);
+    if (!(value.trim() !== "" && Number.isFinite(v) && v >= min)) throw new Error(`${key} ${value}; expected a number >= ${min}`);
+    return v;
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const [key, value] = [argv[i], argv[i + 1]];
+    if (!OPTIONS.includes(key)) throw new Error(`unknown option ${key}; accepted: ${OPTIONS.join(" ")}`);
     if (value === undefined) throw new Error(`${key} needs a value`);
-    if (key === "--transport") opts.transport = value;
+    if (key === "--game") opts.game.name = value;
+    else if (key === "--game-module") opts.game = { name: value, module: value };
+    else if (key === "--transport") opts.transport = value;
     else if (key === "--address") opts.address = value;
-    else if (key === "--num-envs") opts.numEnvs = Number(value);
-    else if (key === "--max-body") opts.maxBody = Number(value);
-    else if (key === "--frame-timeout-ms") opts.frameTimeoutMs = Number(value);
-    else if (key === "--parent-pid") opts.parentPid = Number(value);
-    else throw new Error(`unknown option ${key}; accepted: --transport --address --num-envs --max-body --frame-timeout-ms --parent-pid`);
+    else if (key === "--num-envs") opts.numEnvs = number(key, value, 1);
+    else if (key === "--num-workers") opts.numWorkers = number(key, value, 0);
+    else if (key === "--max-body") opts.maxBody = number(key, value, 0);
+    else if (key === "--frame-timeout-ms") opts.frameTimeoutMs = number(key, value, 1);
+    else if (key === "--spin-us") opts.policy.spinUs = number(key, value, 0);
+    else if (key === "--yield-us") opts.policy.yieldUs = number(key, value, 0);
+    else if (key === "--timeout-s") opts.policy.timeoutS = number(key, value, 0.001);
+    else if (key === "--parent-pid") opts.parentPid = number(key, value, 0);
+    else if (key === "--combat") opts.combat = value;
   }
-  if (!["socket", "http"].includes(opts.transport)) {
-    throw new Error(`--transport ${opts.transport}; accepted: socket, http (no shm in Node without native addons)`);
+  parseCombat(opts.combat);
+  if (!["socket", "http", "shm"].includes(opts.transport)) {
+    throw new Error(`--transport ${opts.transport}; accepted: socket, http, shm`);
   }
-  if (!(opts.numEnvs >= 1)) throw new Error(`--num-envs ${opts.numEnvs}; expected an integer >= 1`);
+  if (!Number.isInteger(opts.numEnvs)) throw new Error(`--num-envs ${opts.numEnvs}; expected an integer >= 1`);
+  if (opts.numWorkers < 0) opts.numWorkers = opts.transport === "shm" ? 1 : 0;
+  if (opts.transport === "shm" && opts.numWorkers < 1) {
+    throw new Error("--transport shm needs env worker threads: --num-workers >= 1");
+  }
+  if (!(Number.isInteger(opts.numWorkers) && opts.numWorkers <= opts.numEnvs)) {
+    throw new Error(`--num-workers ${opts.numWorkers}; expected an integer between 0 and --num-envs ${opts.numEnvs}`);
+  }
+  if (opts.transport !== "http" && !opts.address) throw new Error(`--transport ${opts.transport} needs --address PATH (a Unix socket)`);
   return opts;
 }
 
+/** OBSERVE's optional body: one byte, 1 = a record per seat (as STEP_MULTI), 0 = per env. */
+function decodeObserve(body: Buffer): boolean {
+  if (body.length === 0) return false;
+  if (body.length === 1 && body[0] <= 1) return body[0] === 1;
+  throw new ProtocolError(ErrorCode.MALFORMED, `OBSERVE body is ${body.length} bytes; accepted: empty, or one byte 0|1 (all seats)`);
+}
+
+function decodeActions(body: Buffer, count: number, what: string): Int32Array {
+  if (body.length !== 4 * count) {
+    throw new ProtocolError(ErrorCode.MALFORMED, `${what} body is ${body.length} bytes; expected ${4 * count} (${count} int32 actions)`);
+  }
+  const out = new Int32Array(count);
+  for (let i = 0; i < count; i++) out[i] = body.readInt32LE(4 * i);
+  return out;
+}
+
 class Server {
-  host: Connect4Host;
-  lay;
+  readonly spaces: Spaces;
+  readonly lay: Layout;
+  envs: EnvBatch | null; // the envs in this thread (--num-workers 0), else null: they live in pool
   driver: object | null = null;
   badRequests = 0;
   clients = 0;
-  name = "meeple-node/connect4";
+  name: string;
 
-  constructor(public opts: Options) {
-    this.host = new Connect4Host(opts.numEnvs);
-    this.lay = layout(this.host.spaces);
+  constructor(public opts: Options, spec: GameSpec, readonly pool: WorkerPool | null, readonly segment: string | null) {
+    this.spaces = spacesOf(spec, opts.numEnvs);
+    this.lay = layout(this.spaces);
+    this.envs = pool === null
+      ? new EnvBatch(spec, opts.numEnvs, 0, makeRunner(opts.combat, spec.subSim, opts.policy.timeoutS * 1000)) : null;
+    this.name = `meeple-node/${spec.name}`;
   }
 
   acquire(owner: object): void {
-    if (this.driver === null) this.driver = owner;
-    else if (this.driver !== owner) {
-      throw new ProtocolError(ErrorCode.BUSY, "another client drives these envs; one driver at a time");
+    if (this.driver === null) {
+      this.pool?.driver.sync(); // a client that died mid-request left one in flight
+      this.driver = owner;
+    } else if (this.driver !== owner) {
+      throw new ProtocolError(ErrorCode.BUSY,
+        "another client drives these envs; one driver at a time (HELLO, SPACES and HEALTH are always answered)");
     }
   }
 
@@ -61,29 +131,32 @@ class Server {
   }
 
   health() {
-    return { steps: this.host.steps, env_errors: this.host.envErrors, bad_requests: this.badRequests, num_workers: 0, clients: this.clients };
+    const { steps, envErrors } = this.pool ? this.pool.health() : { steps: this.envs!.steps, envErrors: this.envs!.envErrors };
+    return { steps, env_errors: envErrors, bad_requests: this.badRequests, num_workers: this.opts.numWorkers, clients: this.clients };
   }
 
-  execute(owner: object, command: MsgType, actions: number[] | null, seed: bigint | null): StepRecord[] {
+  /** Records one request returns per env. */
+  recordsPerEnv(command: MsgType, allSeats = false): number {
+    return command === MsgType.STEP_MULTI || allSeats ? this.spaces.numSeats : 1;
+  }
+
+  /** Run an env command; the reply frame (header included) is written in one buffer. */
+  execute(owner: object, command: MsgType, msgId: number, actions: Int32Array | null, seed: bigint | null, allSeats = false): Buffer {
     this.acquire(owner);
-    const n = this.opts.numEnvs;
-    if (actions !== null) {
-      const expected = command === MsgType.STEP_MULTI ? 2 * n : n;
-      if (actions.length !== expected) {
-        throw new ProtocolError(ErrorCode.MALFORMED, `${MsgType[command]} carries ${actions.length} actions; expected ${expected}`);
-      }
+    const records = this.recordsPerEnv(command, allSeats);
+    const envStride = records * this.lay.recordSize;
+    const bodyLen = this.opts.numEnvs * envStride;
+    const frame = Buffer.allocUnsafe(HEADER_SIZE + bodyLen);
+    frame.writeUInt8(command, 0);
+    frame.writeUInt32LE(msgId >>> 0, 1);
+    frame.writeUInt32LE(bodyLen, 5);
+    if (this.pool !== null) {
+      this.pool.driver.request(command, actions, seed, allSeats);
+      this.pool.driver.copyRecords(records, frame, HEADER_SIZE);
+    } else {
+      this.envs!.execute(command, actions, seed, { buf: frame, base: HEADER_SIZE, envStride }, allSeats);
     }
-    void seed;
-    if (command === MsgType.RESET) return this.host.reset();
-    if (command === MsgType.STEP) return this.host.step(actions as number[]);
-    if (command === MsgType.STEP_MULTI) return this.host.stepMulti(actions as number[]);
-    return this.host.observe();
-  }
-
-  packRecords(recs: StepRecord[]): Buffer {
-    const out = Buffer.alloc(recs.length * this.lay.recordSize);
-    recs.forEach((r, i) => writeRecord(this.host.spaces, this.lay, out, i, r));
-    return out;
+    return frame;
   }
 
   // -- socket transport --
@@ -111,6 +184,7 @@ class Server {
       if (timer) clearTimeout(timer);
     });
     conn.on("error", () => conn.destroy());
+    conn.on("drain", () => conn.resume());
     conn.on("end", () => {
       if (buf.length > 0) {
         const what = buf.length < HEADER_SIZE ? `${buf.length} of ${HEADER_SIZE} bytes of the frame header`
@@ -132,9 +206,9 @@ class Server {
         const body = buf.subarray(HEADER_SIZE, HEADER_SIZE + bodyLen);
         buf = buf.subarray(HEADER_SIZE + bodyLen);
         try {
-          const reply = this.dispatch(owner, msgType, body, hello);
+          const reply = this.dispatch(owner, msgType, msgId, body, hello);
           if (msgType === MsgType.HELLO) hello = true;
-          conn.write(encodeFrame(msgType, msgId, reply));
+          if (!conn.write(reply)) conn.pause(); // backpressure: read no more until the reply drains
           if (msgType === MsgType.CLOSE) {
             conn.end();
             return;
@@ -155,32 +229,37 @@ class Server {
     });
   }
 
-  private dispatch(owner: object, msgType: number, body: Buffer, hello: boolean): Buffer {
+  private dispatch(owner: object, msgType: number, msgId: number, body: Buffer, hello: boolean): Buffer {
+    const reply = (b: Buffer) => encodeFrame(msgType, msgId, b);
     if (msgType === MsgType.HELLO) {
       const version = decodeHelloRequest(body);
       if (version !== VERSION) {
         throw new ProtocolError(ErrorCode.VERSION, `client speaks protocol version ${version}; this server speaks ${VERSION}`);
       }
-      return encodeHelloReply(this.name);
+      return reply(encodeHelloReply(this.name));
     }
     if (!(msgType in MsgType) || msgType === MsgType.ERROR) {
       throw new ProtocolError(ErrorCode.UNKNOWN_TYPE, `msg_type ${msgType} is unknown; accepted: HELLO(1) .. SHM_ATTACH(9)`);
     }
     if (!hello) throw new ProtocolError(ErrorCode.NOT_READY, `${MsgType[msgType]} before HELLO; send HELLO first`);
     const n = this.opts.numEnvs;
+    const seats = this.spaces.numSeats;
     switch (msgType) {
-      case MsgType.SPACES: return encodeSpaces(this.host.spaces);
-      case MsgType.HEALTH: return encodeHealth(this.health());
-      case MsgType.CLOSE: this.release(owner); return Buffer.alloc(0);
+      case MsgType.SPACES: return reply(encodeSpaces(this.spaces));
+      case MsgType.HEALTH: return reply(encodeHealth(this.health()));
+      case MsgType.CLOSE: this.release(owner); return reply(Buffer.alloc(0));
       case MsgType.SHM_ATTACH:
-        throw new ProtocolError(ErrorCode.NOT_READY, "this server runs transport=socket; the Node server has no shm");
-      case MsgType.RESET: return this.packRecords(this.execute(owner, msgType, null, decodeReset(body)));
-      case MsgType.STEP: return this.packRecords(this.execute(owner, msgType, decodeActions(body, n, "STEP"), null));
-      case MsgType.STEP_MULTI:
-        return this.packRecords(this.execute(owner, msgType, decodeActions(body, 2 * n, "STEP_MULTI"), null));
-      default:
-        if (body.length) throw new ProtocolError(ErrorCode.MALFORMED, `${MsgType[msgType]} takes an empty body`);
-        return this.packRecords(this.execute(owner, msgType, null, null));
+        if (this.opts.transport !== "shm") {
+          throw new ProtocolError(ErrorCode.NOT_READY,
+            `this server runs transport=${this.opts.transport}, no shm segment for clients: start it with --transport shm`);
+        }
+        if (body.length) throw new ProtocolError(ErrorCode.MALFORMED, "SHM_ATTACH takes an empty body");
+        this.acquire(owner); // the attached client drives the envs until its socket closes
+        return reply(encodeName(this.segment as string));
+      case MsgType.RESET: return this.execute(owner, msgType, msgId, null, decodeReset(body));
+      case MsgType.STEP: return this.execute(owner, msgType, msgId, decodeActions(body, n, "STEP"), null);
+      case MsgType.STEP_MULTI: return this.execute(owner, msgType, msgId, decodeActions(body, seats * n, "STEP_MULTI"), null);
+      default: return this.execute(owner, msgType, msgId, null, null, decodeObserve(body));
     }
   }
 
@@ -213,6 +292,7 @@ class Server {
               throw new ProtocolError(ErrorCode.MALFORMED, `request body is not JSON: ${e}`);
             }
           }
+          if (/(^|&)all_seats=1(&|$)/.test((req.url ?? "").split("?")[1] ?? "")) data.all_seats = true;
           send(200, this.httpRoute(owner, route, data));
         } catch (e) {
           const err = e instanceof ProtocolError ? e : new ProtocolError(ErrorCode.INTERNAL, String(e));
@@ -231,23 +311,42 @@ class Server {
     return server;
   }
 
+  /** An env command's records as the HTTP transport's JSON result. */
+  private records(owner: object, command: MsgType, actions: Int32Array | null, seed: bigint | null, allSeats = false): object {
+    const frame = this.execute(owner, command, 0, actions, seed, allSeats);
+    const s = this.spaces;
+    return recordsJson(s, readRecords(s, frame.subarray(HEADER_SIZE), s.numEnvs * this.recordsPerEnv(command, allSeats)));
+  }
+
   private httpRoute(owner: object, route: MsgType, data: { [k: string]: unknown }): object {
-    const s = this.host.spaces;
+    const s = this.spaces;
     switch (route) {
       case MsgType.HELLO: return { version: VERSION, server: this.name };
       case MsgType.SPACES: return spacesJson(s);
       case MsgType.HEALTH: return this.health();
       case MsgType.CLOSE: this.release(owner); return {};
-      case MsgType.RESET: return recordsJson(s, this.execute(owner, route, null, null));
+      case MsgType.RESET: {
+        const seed = data.seed ?? null;
+        if (seed !== null && !(Number.isSafeInteger(seed) && (seed as number) >= 0)) {
+          throw new ProtocolError(ErrorCode.MALFORMED, "'seed' must be a non-negative integer or null");
+        }
+        return this.records(owner, route, null, seed === null ? null : BigInt(seed as number));
+      }
       case MsgType.STEP:
       case MsgType.STEP_MULTI: {
         const actions = data.actions;
         if (!Array.isArray(actions)) throw new ProtocolError(ErrorCode.MALFORMED, "body needs 'actions': a list of integers");
         const flat = (actions as unknown[]).flat() as number[];
-        if (!flat.every((a) => Number.isInteger(a))) throw new ProtocolError(ErrorCode.MALFORMED, "actions must be integers");
-        return recordsJson(s, this.execute(owner, route, flat, null));
+        const expected = route === MsgType.STEP_MULTI ? s.numEnvs * s.numSeats : s.numEnvs;
+        if (!flat.every((a) => Number.isInteger(a) && a >= -(2 ** 31) && a < 2 ** 31)) {
+          throw new ProtocolError(ErrorCode.MALFORMED, "actions must be integers in int32 range");
+        }
+        if (flat.length !== expected) {
+          throw new ProtocolError(ErrorCode.MALFORMED, `${MsgType[route]} carries ${flat.length} actions; expected ${expected}`);
+        }
+        return this.records(owner, route, Int32Array.from(flat), null);
       }
-      default: return recordsJson(s, this.execute(owner, route, null, null));
+      default: return this.records(owner, route, null, null, data.all_seats === true);
     }
   }
 }
@@ -263,34 +362,66 @@ function removeStaleSocket(path: string): Promise<void> {
 
 async function main(): Promise<void> {
   let opts: Options;
+  let spec: GameSpec;
   try {
     opts = parseArgs(process.argv.slice(2));
+    spec = resolveGame(opts.game);
+    makeRunner(opts.combat, spec.subSim, 0); // a game without sub-simulations refuses batched:PATH
   } catch (e) {
     console.error(`meeple-node: error: ${(e as Error).message}`);
     process.exit(2);
   }
-  const server = new Server(opts);
+  // crash leftovers of other servers, wherever they listened; then this address's own
+  const segments = sweepStaleSegments();
+  const sockets = await sweepStaleSockets();
+  if (segments.length + sockets.length) {
+    console.error(`meeple-node: removed stale segments/socket files of dead servers: ${[...segments, ...sockets].join(", ")}`);
+  }
+  const segment = opts.numWorkers === 0 ? null
+    : segmentName(opts.transport === "http" ? `http:${process.pid}:${opts.address}` : opts.address);
+  let pool: WorkerPool | null = null;
+  try {
+    if (segment !== null) claimSegment(segment);
+    if (opts.transport !== "http") await removeStaleSocket(opts.address);
+    if (segment !== null) pool = await WorkerPool.start(spec, opts.game, opts.numEnvs, opts.numWorkers, segment, opts.policy, opts.combat);
+  } catch (e) {
+    console.error(`meeple-node: error: ${(e as Error).message}`);
+    process.exit(2);
+  }
+  const server = new Server(opts, spec, pool, segment);
   let listener: net.Server | http.Server;
-  const ready = (address: string) => {
-    console.log("MEEPLE_SERVER_READY " + JSON.stringify({ transport: opts.transport, address, num_envs: opts.numEnvs, pid: process.pid, segment: null }));
+  let address = opts.address;
+  const ready = (at: string) => {
+    address = at;
+    console.log("MEEPLE_SERVER_READY " + JSON.stringify({
+      transport: opts.transport, address: at, num_envs: opts.numEnvs, num_workers: opts.numWorkers, pid: process.pid,
+      segment: opts.transport === "shm" ? segment : null, game: spec.name, combat: opts.combat,
+    }));
   };
-  if (opts.transport === "socket") {
-    await removeStaleSocket(opts.address);
+  if (opts.transport !== "http") {
     listener = server.serveSocket(opts.address);
     listener.on("listening", () => ready(opts.address));
   } else {
     const [, port] = (opts.address || "127.0.0.1:0").split(":");
     listener = server.serveHttp(Number(port), (p) => ready(`127.0.0.1:${p}`));
   }
-  const shutdown = () => {
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
     listener.close();
-    if (opts.transport === "socket") fs.rmSync(opts.address, { force: true });
-    process.exit(0);
+    if (opts.transport !== "http") fs.rmSync(opts.address, { force: true });
+    await pool?.close(); // the workers stop, the segment is removed
+    process.exit(code);
   };
-  process.on("SIGINT", shutdown);
-  process.on("SIGTERM", shutdown);
+  pool?.watch((what) => {
+    console.error(`meeple-node: error: ${what}; the env server at ${address} shut down (that worker's envs and their episodes are lost): restart the server`);
+    void stop(1);
+  });
+  process.on("SIGINT", () => void stop(0));
+  process.on("SIGTERM", () => void stop(0));
   if (opts.parentPid) {
-    setInterval(() => { if (process.ppid !== opts.parentPid) shutdown(); }, 500).unref();
+    setInterval(() => { if (process.ppid !== opts.parentPid) void stop(0); }, 500).unref();
   }
 }
 
