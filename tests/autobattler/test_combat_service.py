@@ -18,6 +18,7 @@ from meeple.transport.client import connect
 from meeple.transport.launch import ServerProcess, default_address
 from meeple.transport.protocol import HEADER, HEADER_SIZE, MsgType, decode_error
 from meeple_autobattler import combat
+from meeple_autobattler.backend import start_server
 from meeple_autobattler.combat_server import FIGHTS, RESULT_INTS, service_command
 
 from .test_game import random_game_trace
@@ -42,11 +43,7 @@ def service(dist):
 
 
 def serve(transport: str, combat_opt: str, num_envs: int, workers: int | None) -> ServerProcess:
-    address = default_address(transport, "autobattler-combat-test")
-    cmd = node.server_command("autobattler", transport=transport, address=address,
-                              num_envs=num_envs, num_workers=workers)
-    cmd += ["--combat", combat_opt]
-    return ServerProcess({}, transport=transport, num_envs=num_envs, address=address, command=cmd)
+    return start_server(num_envs, transport=transport, num_workers=workers, combat=combat_opt)
 
 
 def trace(transport: str, combat_opt: str, workers: int | None, steps: int = 160) -> list:

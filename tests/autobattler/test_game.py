@@ -8,8 +8,8 @@ import pytest
 
 from meeple.transport import node
 from meeple.transport.client import connect
-from meeple.transport.launch import ServerProcess, default_address
 from meeple_autobattler import layout as L
+from meeple_autobattler.backend import start_server
 from meeple_autobattler.evaluate import opponent_act, place_of, play, report
 from meeple_autobattler.policies import random_actions, scripted_actions
 
@@ -24,12 +24,6 @@ def test_python_layout_matches_the_typescript_game(dist):
     for name, value in json.loads(done.stdout).items():
         assert getattr(L, name) == value, name
     assert (L.OBS_SIZE, L.NUM_ACTIONS) == (612, 92)
-
-
-def serve(num_envs: int, transport: str = "socket") -> ServerProcess:
-    address = default_address(transport, "autobattler-test")
-    cmd = node.server_command("autobattler", transport=transport, address=address, num_envs=num_envs)
-    return ServerProcess({}, transport=transport, num_envs=num_envs, address=address, command=cmd)
 
 
 def random_game_trace(client, seed: int, steps: int) -> list[np.ndarray]:
@@ -48,7 +42,7 @@ def random_game_trace(client, seed: int, steps: int) -> list[np.ndarray]:
 
 
 def test_seeds_fix_the_game_and_masks_are_honoured(dist):
-    server = serve(3)
+    server = start_server(3)
     try:
         client = connect("socket", server.address)
         a = random_game_trace(client, seed=5, steps=120)
@@ -70,7 +64,7 @@ def test_seeds_fix_the_game_and_masks_are_honoured(dist):
 
 
 def test_placement_rewards_cover_every_place_once(dist):
-    server = serve(2)
+    server = start_server(2)
     try:
         client = connect("socket", server.address)
         client.reset(11)

@@ -74,6 +74,23 @@ def driven():
             yield server, client
 
 
+def send_junk(address: str, junk: bytes, hello_first: bool) -> None:
+    """Send ``junk`` (after HELLO if asked) and read until the server ends this connection."""
+    s = raw(address)
+    s.settimeout(2)
+    try:
+        if hello_first:
+            hello(s)
+        s.sendall(junk)
+        s.shutdown(socket.SHUT_WR)
+        while s.recv(4096):  # whatever it answers, it must end this connection
+            pass
+    except (ConnectionError, TimeoutError):
+        pass
+    finally:
+        s.close()
+
+
 def keeps_serving(client) -> None:
     r = client.observe()
     client.step(np.where(r["mask"][:, 1] == 1, 1, 2))
@@ -200,20 +217,7 @@ def test_one_driver_at_a_time_and_disconnect_mid_step_releases(driven):
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(junk=st.binary(min_size=0, max_size=64), hello_first=st.booleans())
 def test_fuzz_random_bytes_never_crash_or_leak(fuzz_server, junk, hello_first):
-    server = fuzz_server
-    s = raw(server.address)
-    s.settimeout(2)
-    try:
-        if hello_first:
-            hello(s)
-        s.sendall(junk)
-        s.shutdown(socket.SHUT_WR)
-        while s.recv(4096):  # whatever it answers, it must end this connection
-            pass
-    except (ConnectionError, TimeoutError):
-        pass
-    finally:
-        s.close()
+    send_junk(fuzz_server.address, junk, hello_first)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))

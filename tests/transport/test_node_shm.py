@@ -26,7 +26,7 @@ from meeple.transport.shm import Segment
 from meeple_connect4 import Connect4ArrayEnv
 from tests.transport.conftest import socket_path
 from tests.transport.node import build, start
-from tests.transport.test_faults import closed, expect_error, hello, raw, read_frame
+from tests.transport.test_faults import closed, expect_error, hello, raw, read_frame, send_junk
 from tests.transport.traces import assert_same, play
 
 # A one-seat game as a --game-module: observation [t], 4 actions, episodes of 5 steps; action
@@ -341,19 +341,7 @@ def fuzzed(dist):
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(junk=st.binary(min_size=0, max_size=64), hello_first=st.booleans())
 def test_fuzz_random_bytes_on_the_control_socket(fuzzed, junk, hello_first):
-    s = raw(fuzzed.address)
-    s.settimeout(2)
-    try:
-        if hello_first:
-            hello(s)
-        s.sendall(junk)
-        s.shutdown(socket.SHUT_WR)
-        while s.recv(4096):  # whatever it answers, it must end this connection
-            pass
-    except (ConnectionError, TimeoutError):
-        pass
-    finally:
-        s.close()
+    send_junk(fuzzed.address, junk, hello_first)
 
 
 def test_malformed_control_frames_cost_only_their_connection(fuzzed):

@@ -37,6 +37,19 @@ def start_combat_service(device: str = "cpu"):
     return service
 
 
+def start_server(num_envs: int, *, transport: str = "socket", num_workers: int | None = None,
+                 combat: str = "local"):
+    """A Node server hosting ``num_envs`` auto-battler games, for code that drives it directly
+    (evaluation, benchmark, tests); ``combat``: ``local`` or ``batched:<service address>``."""
+    from meeple.transport.launch import ServerProcess, default_address
+    from meeple.transport.node import server_command
+
+    address = default_address(transport, GAME)
+    cmd = server_command(GAME, transport=transport, address=address, num_envs=num_envs,
+                         num_workers=num_workers) + ["--combat", combat]
+    return ServerProcess({}, transport=transport, num_envs=num_envs, address=address, command=cmd)
+
+
 class AutoBattlerBackend:
     """``env.backend: autobattler``. The game runs in the TypeScript host library's server
     (any transport; ``transport=inproc`` starts a socket server); ``env.seats`` rows per game."""

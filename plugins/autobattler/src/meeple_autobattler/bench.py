@@ -34,10 +34,9 @@ from rich.table import Table
 from meeple.jsonio import write_json_atomic
 from meeple.transport import node
 from meeple.transport.client import connect
-from meeple.transport.launch import ServerProcess, default_address
 from meeple_autobattler import combat
 from meeple_autobattler import layout as L
-from meeple_autobattler.backend import start_combat_service
+from meeple_autobattler.backend import start_combat_service, start_server
 from meeple_autobattler.policies import random_actions
 
 ROWS = [  # (name, transport, envs, batched inference, batched combat)
@@ -71,13 +70,10 @@ def policy_net() -> torch.nn.Module:
 def run_row(
     name: str, transport: str, envs: int, batched: bool, seconds: float, combat_service: bool = False
 ) -> Row:
-    address = default_address(transport, "autobattler-bench")
-    cmd = node.server_command("autobattler", transport=transport, address=address, num_envs=envs, num_workers=1)
     service = start_combat_service("cpu") if combat_service else None
-    if service is not None:
-        cmd += ["--combat", f"batched:{service.address}"]
+    combat = f"batched:{service.address}" if service is not None else "local"
     try:
-        server = ServerProcess({}, transport=transport, num_envs=envs, address=address, command=cmd)
+        server = start_server(envs, transport=transport, num_workers=1, combat=combat)
     except BaseException:
         if service is not None:
             service.stop()

@@ -21,9 +21,8 @@ import torch
 from scipy import stats
 
 from meeple.transport.client import connect
-from meeple.transport.launch import ServerProcess, default_address
-from meeple.transport.node import server_command
 from meeple_autobattler import layout as L
+from meeple_autobattler.backend import start_server
 from meeple_autobattler.policies import random_actions, scripted_actions
 
 Act = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (obs [rows, 612], mask [rows, 92]) -> actions
@@ -58,11 +57,7 @@ def policy_act(policy: torch.nn.Module) -> Act:
 
 def play(act: Act, opponent: Act, *, games: int, seed: int = 0, max_steps: int = 2000) -> np.ndarray:
     """The policy's place in each of ``games`` games (one Node server, one env per game)."""
-    address = default_address("socket", "autobattler-eval")
-    server = ServerProcess(
-        {}, transport="socket", num_envs=games, address=address,
-        command=server_command("autobattler", transport="socket", address=address, num_envs=games),
-    )
+    server = start_server(games)
     try:
         client = connect("socket", server.address)
         try:

@@ -33,6 +33,7 @@ export class EnvBatch {
   private obs: Float32Array;
   private mask: Uint8Array;
   private actions: Int32Array;
+  private rewards: Float32Array; // one env's rewards, read before its auto-reset
   private twoPhase: boolean; // the game's step runs as stepBegin / sub-simulations / stepEnd
   private subInputs: Int32Array[] = [];
   private subCounts: Int32Array;
@@ -47,6 +48,7 @@ export class EnvBatch {
     this.obs = new Float32Array(this.lay.obsCount);
     this.mask = new Uint8Array(spec.numActions);
     this.actions = new Int32Array(spec.numSeats);
+    this.rewards = new Float32Array(spec.numSeats);
     const probe = this.games[0];
     this.twoPhase = spec.subSim !== undefined && typeof probe?.stepBegin === "function" && typeof probe?.stepEnd === "function";
     this.subCounts = new Int32Array(numEnvs);
@@ -136,7 +138,7 @@ export class EnvBatch {
     const result = stepped && game.stepInfo ? game.stepInfo() : {};
     const mover = this.viewSeats[env];
     const seats = perSeat ? this.spec.numSeats : 1;
-    const rewards = new Float32Array(seats);
+    const rewards = this.rewards;
     for (let k = 0; k < seats; k++) rewards[k] = stepped ? game.reward(perSeat ? k : mover) : 0;
     if (done) game.reset(null); // auto-reset: the record carries the next episode's start
     const info = { ...game.info(), ...result };
