@@ -172,3 +172,15 @@ def test_resume_refuses_another_experiments_run_and_prefers_runs_with_progress(c
     with caplog.at_level(logging.WARNING):
         train(compose([*overrides, "resume=true"]))
     assert "is complete" in caplog.text and "ignored" not in caplog.text  # no seed was given: no seed warning
+
+
+def test_a_save_waits_for_min_interval_but_improvements_and_the_end_always_save(compose, in_tmp):
+    overrides = [*BASE, "tracking=none", "task_name=spaced"]
+    train(compose([*overrides, "checkpoint.min_interval_s=3600"]))
+    steps = [int(p.stem[-8:]) for p in list_checkpoints(run_of("spaced").checkpoint_dir(0), 0)]
+    best = load_verified(run_of("spaced").checkpoint_dir(0) / BEST)["global_step"]
+    # evaluations at rollouts 2, 4, 6 (steps 8, 16, 24): the first always improves, the last saves
+    assert steps[0] == 8 and steps[-1] == 24 and best in steps and set(steps) <= {8, 16, 24}, steps
+
+    train(compose([*overrides, "checkpoint.min_interval_s=0", "task_name=every"]))
+    assert [int(p.stem[-8:]) for p in list_checkpoints(run_of("every").checkpoint_dir(0), 0)] == [4, 8, 12, 16, 20, 24]

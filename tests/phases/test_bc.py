@@ -449,6 +449,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(
         "phase.eval.max_steps=30",
         "phase.eval.every_n_epochs=1",
         "phase.early_stop.patience=3",
+        "checkpoint.min_interval_s=0",  # a checkpoint after every epoch, however fast
     ]
     stop = [
         "+callbacks.crash._target_=tests.checkpoint.helpers.CrashAfterRollouts",

@@ -84,6 +84,7 @@ def test_unknown_env_lists_installed_envs(tmp_path):
         (["seed=-1"], "seed=-1 is not allowed"),
         (["checkpoint.keep=0"], "checkpoint.keep=0 is not allowed; accepted: an integer >= 1"),
         (["checkpoint.every_n_rollouts=0"], "checkpoint.every_n_rollouts=0 is not allowed"),
+        (["checkpoint.min_interval_s=-1"], "checkpoint.min_interval_s=-1 is not allowed; accepted: a number of seconds >= 0"),
         (["env.num_envs=1.5"], "env.num_envs=1.5 is not allowed; accepted: an integer >= 1"),
         (["phase.lr=abc"], "phase.lr='abc' is not allowed; accepted: a float"),
         (["phase.nokey=3"], "Could not override 'phase.nokey'"),

@@ -68,3 +68,37 @@ def test_metrics_are_written_in_the_background_and_seen_by_the_next_reader(compo
         logger.flush()
     logger.finalize("success")
     assert mlflow.MlflowClient(uri).get_run(logger.run_id).info.status == "FINISHED"
+
+
+def test_metrics_go_in_one_batch_per_interval_and_a_checkpoint_keeps_what_is_not_stored(compose, tmp_path,
+                                                                                       monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = compose(["debug=tiny", f"tracking.uri={uri}", "++tracking.system_metrics=false",
+                   "++tracking.flush_every_s=3600"])
+    logger = make_mlflow_logger(cfg, master_seed=5)
+    client = logger.experiment
+    calls = []
+    log_batch = client.log_batch
+    monkeypatch.setattr(client, "log_batch", lambda **kw: (calls.append(len(kw["metrics"])), log_batch(**kw)))
+    for step in range(3):
+        logger.log_metrics({"loss/total": float(step), "bad key!": 1.0}, step=step)
+    assert calls == []  # held back: the interval has not passed
+    pending = logger.pending_metrics()
+    assert [(key, value, step) for key, value, _, step in pending] == [
+        ("loss/total", 0.0, 0), ("bad key", 1.0, 0), ("loss/total", 1.0, 1), ("bad key", 1.0, 1),
+        ("loss/total", 2.0, 2), ("bad key", 1.0, 2)]
+
+    # A crash after they landed, the checkpoint taken at step 1: the resumed run sends the
+    # checkpoint's pending rows again (MLflow keeps one copy of a metric identical in key, value,
+    # step and timestamp), plus one that never landed, and does not log step 2 a second time.
+    logger.flush()
+    assert calls == [6] and logger.pending_metrics() == []
+    logger.resume([*pending[:4], ("loss/total", 7.0, 1, 9)])
+    for step in (2, 3):
+        logger.log_metrics({"loss/total": 2.0, "bad key!": 1.0}, step=step)
+    history = logger.experiment.get_metric_history(logger.run_id, "loss/total")
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 2.0), (9, 7.0)]
+    logger.finalize("success")
+
+    with pytest.raises(ValueError, match=r"tracking.flush_every_s=-1.0; accepted: a number of seconds >= 0"):
+        make_mlflow_logger(compose(["debug=tiny", f"tracking.uri={uri}", "++tracking.flush_every_s=-1"]), master_seed=5)

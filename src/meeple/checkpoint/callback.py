@@ -7,11 +7,14 @@ optimiser, scheduler, loop counters, the datamodule's and callbacks' ``state_dic
 :class:`~meeple.checkpoint.io.AtomicCheckpointIO` plugin writes it; this callback adds
 ``rng_state``, ``phase``, ``config``, ``metrics`` and ``timestamp``, keeps ``latest.pt`` and
 ``best.pt`` pointing at the right files, applies retention and copies the phase's gate.
+It also holds the metrics a logger had not yet written (``pending_metrics``): a resumed run
+sends them again instead of leaving a hole in the run's history.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,20 +47,27 @@ MODES = ("max", "min")
 
 
 class RolloutCheckpoint(Checkpoint):
-    """Every ``every_n_rollouts`` rollouts, after the last one (or an early stop), and whenever
+    """Every ``every_n_rollouts`` rollouts (skipped while the last save is under
+    ``min_interval_s`` seconds old), after the last one (or an early stop), and whenever
     ``monitor`` improves, save ``ckpt_phase{N}_step{global_step:08d}.pt``; point ``latest.pt`` at
-    it (and ``best.pt`` when it improved); keep at most ``keep``. At the end of the phase copy
+    it (and ``best.pt`` when it improved); keep at most ``keep``.
+
+    ``min_interval_s`` bounds what a fast phase spends on saving: a CartPole rollout takes ~0.1 s
+    and a save 3-8 ms (pickling ~90 state dicts), 3-6% of the run; a crash loses at most that
+    long plus one rollout. Slow phases (a rollout longer than the interval) save every rollout. At the end of the phase copy
     the best checkpoint to ``gates/{gate}.pt`` (a full copy) and log it to MLflow.
 
     A ``Checkpoint`` subclass, so Lightning calls its ``on_train_epoch_end`` after the
     LightningModule's (the scheduler step and the rollout's metrics come first).
     """
 
-    def __init__(self, run: RunDirectory, *, phase: int, every_n_rollouts: int = 1, keep: int = 20,
-                 monitor: str | None = None, mode: str = "max", gate: str | None = None,
+    def __init__(self, run: RunDirectory, *, phase: int, every_n_rollouts: int = 1, min_interval_s: float = 0.0,
+                 keep: int = 20, monitor: str | None = None, mode: str = "max", gate: str | None = None,
                  config: dict[str, Any] | None = None) -> None:
         if every_n_rollouts < 1:
             raise ValueError(f"checkpoint.every_n_rollouts={every_n_rollouts}; accepted: an integer >= 1")
+        if not min_interval_s >= 0:
+            raise ValueError(f"checkpoint.min_interval_s={min_interval_s}; accepted: a number of seconds >= 0")
         if keep < 1:
             raise ValueError(f"checkpoint.keep={keep}; accepted: an integer >= 1")
         if mode not in MODES:
@@ -65,6 +75,8 @@ class RolloutCheckpoint(Checkpoint):
         self.run = run
         self.phase = phase
         self.every_n_rollouts = every_n_rollouts
+        self.min_interval_s = min_interval_s
+        self._last_save = time.monotonic()  # reset when training starts
         self.keep = keep
         self.monitor = monitor
         self.mode = mode
@@ -79,6 +91,9 @@ class RolloutCheckpoint(Checkpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.run.prepare(self.phase)
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._last_save = time.monotonic()
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         rollout = trainer.current_epoch + 1
         last = trainer.should_stop or (trainer.max_epochs is not None and rollout >= trainer.max_epochs)
@@ -88,7 +103,8 @@ class RolloutCheckpoint(Checkpoint):
         )
         if improved:
             self.best_score = score  # before saving: the checkpoint records its own best
-        if improved or last or rollout % self.every_n_rollouts == 0:
+        due = rollout % self.every_n_rollouts == 0 and time.monotonic() - self._last_save >= self.min_interval_s
+        if improved or last or due:
             self.save(trainer, best=improved)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -110,6 +126,7 @@ class RolloutCheckpoint(Checkpoint):
 
     def save(self, trainer: L.Trainer, *, best: bool = False) -> Path:
         path = self.dir / checkpoint_name(self.phase, trainer.global_step)
+        self._last_save = time.monotonic()
         trainer.save_checkpoint(path, weights_only=False)  # full state -> on_save_checkpoint -> AtomicCheckpointIO
 
         def point_links_and_prune() -> None:  # only once the file is durable (links never dangle)
@@ -131,10 +148,17 @@ class RolloutCheckpoint(Checkpoint):
         checkpoint["config"] = self.config
         checkpoint["metrics"] = {key: float(value) for key, value in trainer.callback_metrics.items()}
         checkpoint["timestamp"] = datetime.now(UTC).isoformat()
+        # Metrics a logger holds back (batched writes) are sent again after a crash (kill -9).
+        pending = {type(lg).__name__: lg.pending_metrics() for lg in trainer.loggers if hasattr(lg, "pending_metrics")}
+        if pending:
+            checkpoint["pending_metrics"] = pending
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Runs while Lightning restores (before the dataloader and the first rollout): every
         # generator continues exactly where the saved run stood.
+        for logger in trainer.loggers:
+            if hasattr(logger, "resume"):
+                logger.resume(checkpoint.get("pending_metrics", {}).get(type(logger).__name__, []))
         state = checkpoint.get("rng_state")
         if state is None:
             log.warning("checkpoint holds no rng_state: the resumed run is not bit-exact")

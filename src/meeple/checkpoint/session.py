@@ -109,6 +109,7 @@ class PhaseCheckpoints:
             run,
             phase=index,
             every_n_rollouts=int(ckpt.every_n_rollouts),
+            min_interval_s=float(ckpt.get("min_interval_s", 0.0)),
             keep=int(ckpt.keep),
             monitor=ckpt.get("monitor"),
             mode=str(ckpt.get("mode", "max")),

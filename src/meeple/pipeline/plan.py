@@ -87,6 +87,10 @@ def _check_run_keys(cfg: DictConfig) -> None:
             value = ckpt.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"checkpoint.{key}={value!r} is not allowed; accepted: an integer >= 1")
+        interval = ckpt.get("min_interval_s", 0.0)
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval >= 0:
+            raise ConfigError(f"checkpoint.min_interval_s={interval!r} is not allowed; accepted: a number of "
+                              "seconds >= 0")
         if ckpt.get("mode") not in ("max", "min"):
             raise ConfigError(f"checkpoint.mode={ckpt.get('mode')!r} is not allowed; accepted: max, min")
 

@@ -8,8 +8,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from meeple.checkpoint.actor import actor_from_checkpoint
-from meeple.errors import ConfigError
 from meeple.env_factory import EnvSource
+from meeple.errors import ConfigError
 from meeple.phases.distill.schema import DistillPhase
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.build import build_ppo

@@ -9,6 +9,7 @@ planes are grouped (``groups``: name -> [first, end) plane range) and each *orac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from omegaconf import DictConfig
 
 from meeple.config.schema import require
