@@ -102,3 +102,19 @@ def test_metrics_go_in_one_batch_per_interval_and_a_checkpoint_keeps_what_is_not
 
     with pytest.raises(ValueError, match=r"tracking.flush_every_s=-1.0; accepted: a number of seconds >= 0"):
         make_mlflow_logger(compose(["debug=tiny", f"tracking.uri={uri}", "++tracking.flush_every_s=-1"]), master_seed=5)
+
+
+def test_workers_that_start_together_share_the_oldest_parent_run(tmp_path):
+    import optuna
+
+    from meeple.sweep.tracking import PARENT_ATTR, SweepTracking
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    study = optuna.create_study(study_name="together", storage=f"sqlite:///{tmp_path}/optuna.db")
+    first = SweepTracking(uri, "default").start_parent(study, params={"a": 1}, tags={})
+    study.set_user_attr(PARENT_ATTR, "")  # the second worker read the study before the first wrote it
+    second = SweepTracking(uri, "default").start_parent(study, params={"a": 1}, tags={})
+    assert second == first and study.user_attrs[PARENT_ATTR] == first
+    client = mlflow.MlflowClient(uri)
+    active = client.search_runs([client.get_experiment_by_name("default").experiment_id], "tags.sweep = 'true'")
+    assert [r.info.run_id for r in active] == [first]  # the second's own parent was deleted

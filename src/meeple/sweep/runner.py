@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 import tempfile
 import threading
 import warnings
@@ -31,6 +32,8 @@ from meeple.sweep.space import SearchSpace, format_value
 from meeple.sweep.tracking import SweepTracking
 
 log = logging.getLogger(__name__)
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # a trial's ``worker`` user attr: host and process
 
 # (override lists of one batch, index of its first job) -> one JobReturn per override list
 Launch = Callable[[list[list[str]], int], Sequence[JobReturn]]
@@ -164,6 +167,7 @@ class SweepRunner:
             overrides = [self._trial_overrides(study, trial) for trial in trials]
             for trial in trials:
                 trial.set_user_attr("overrides", self.space.overrides(trial.params))
+                trial.set_user_attr("worker", WORKER)  # which of the study's workers ran it
                 register_trial(trial)
                 log.info("trial %d: %s", trial.number, " ".join(self.space.overrides(trial.params)[len(self.space.fixed):]))
             numbers = [t.number for t in trials]

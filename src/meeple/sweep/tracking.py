@@ -59,10 +59,25 @@ class SweepTracking:
             run_name=f"sweep-{study.study_name}",
             tags={**environment_tags(), **tags, "optuna_study": study.study_name, "sweep": "true"},
         )
-        self.parent_run_id = run.info.run_id
-        self.client.log_batch(self.parent_run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-        study.set_user_attr(PARENT_ATTR, self.parent_run_id)
-        return self.parent_run_id
+        # Workers started at the same moment each found no parent and made one: the oldest wins
+        # (the study attr has no compare-and-set), the others delete theirs and join it.
+        parent = self._oldest_parent(study.study_name) or run.info.run_id
+        if parent != run.info.run_id:
+            self.client.delete_run(run.info.run_id)
+            log.info("sweep: joining parent run %s of another worker", parent)
+        else:
+            self.client.log_batch(parent, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        self.parent_run_id = parent
+        study.set_user_attr(PARENT_ATTR, parent)
+        return parent
+
+    def _oldest_parent(self, study_name: str) -> str | None:
+        quoted = study_name.replace("'", "\\'")
+        runs = self.client.search_runs([self.experiment_id],
+                                       filter_string=f"tags.sweep = 'true' and tags.optuna_study = '{quoted}' "
+                                                     "and attributes.status = 'RUNNING'")
+        runs = sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
+        return runs[0].info.run_id if runs else None
 
     def finish_parent(self, status: str, *, tags: Mapping[str, str] | None = None,
                       metrics: Mapping[str, float] | None = None, artifacts: Sequence[Path] = ()) -> None:
