@@ -39,7 +39,10 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
-step tests_gpu "${T_TESTS:-120}" python -m pytest tests/gpu -v -p no:cacheprovider
+# One process (the GPU tests share one device), and no -n from pyproject's addopts: a bare GPU
+# machine may lack pytest-xdist.
+step tests_gpu "${T_TESTS:-120}" python -m pytest tests/gpu -v -p no:cacheprovider \
+    -o addopts="--import-mode=importlib -ra --strict-markers"
 step bench_pixels "${T_PIXELS:-120}" python -m meeple.bench pixels --device cuda --out "$OUT/pixels.json"
 # The league from the profile's starting point needs phase 2's student at the profile's scale;
 # on a bare machine it starts from scratch (no earlier stage, no gate, no KL to a start policy).

@@ -2,9 +2,11 @@
 evaluation from the command line."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -53,7 +55,12 @@ def test_rows_must_be_whole_games():
 
 
 def test_tiny_selfplay_trains_and_its_policy_is_evaluated(compose, in_tmp, capsys):
+    segments = set(os.listdir("/dev/shm"))
     logged = train(compose([*TINY, "transport=shm"]))
+    # an in-process run (a sweep trial) stops every server it started: the collector's outlived it
+    # while TorchRL took the env for closed (EnvBase starts so) and skipped closing it
+    servers = [p.cmdline() for p in psutil.Process().children(recursive=True) if "server.js" in " ".join(p.cmdline())]
+    assert servers == [] and set(os.listdir("/dev/shm")) - segments == set()
     assert -3.5 <= logged["eval/episode_return"] <= 3.5  # 4.5 - mean place
     (run,) = Path("outputs/runs").iterdir()
     assert evaluate([str(run), "--opponent", "random", "--games", "8", "--json"]) == 0

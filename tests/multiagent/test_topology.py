@@ -30,11 +30,12 @@ def tensor_ptrs(tensors) -> set[int]:
 
 
 def test_tiny_run_finishes_and_keeps_agents_isolated(tiny_cfg):
+    before = shm_mapped()  # what earlier tests in this process left mapped is not this run's
     run = build_independent(tiny_cfg())
     reports = []
     run.topology.start()
     pids = run.topology.pids
-    ours = shm_mapped()
+    ours = shm_mapped() - before
     run.topology.run(lambda kind, sender, payload: reports.append((kind, sender, payload)))
     assert_no_survivors(pids)
     assert run.topology.finished and run.state.env_steps == 400
@@ -100,13 +101,14 @@ def test_stop_request_ends_every_process_within_the_bound(tiny_cfg):
 
 
 def test_crashing_learner_ends_the_run_with_its_traceback(tiny_cfg):
+    before = shm_mapped()
     run = build_independent(
         tiny_cfg("phase.total_env_steps=1000000"),
         learner_target="tests.multiagent.workers:crashing_learner",
     )
     run.topology.start()
     pids = run.topology.pids
-    ours = shm_mapped()
+    ours = shm_mapped() - before
     t0 = time.monotonic()
     with pytest.raises(WorkerCrashedError) as err:
         run.topology.run()

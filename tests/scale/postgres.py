@@ -77,6 +77,14 @@ class LocalPostgres:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
 
     def start(self) -> LocalPostgres:
+        """Initialise, start and create the databases; on any failure stop and remove it all."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> LocalPostgres:
         if self._as_postgres:
             shutil.chown(self.root, "postgres")
         self._run(find_binary("initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8")

@@ -1,6 +1,6 @@
 """Opt-in: two sweep workers share one Optuna study and one MLflow store on a real PostgreSQL.
 
-    MEEPLE_TEST_POSTGRES=1 python -m pytest tests/scale -p no:xdist
+    MEEPLE_TEST_POSTGRES=1 python -m pytest tests/scale -n 0 -s
 
 starts a local server (Debian's postgresql package; tests/scale/postgres.py), initialises both
 databases once, launches two ``python train.py -m`` workers at the same time against them and

@@ -1,5 +1,6 @@
-"""The TypeScript reference server (plugins/remote/node): built once per session with npm
-(``npm ci``, then ``npm run build``: the shared-memory addon with g++, then ``tsc``)."""
+"""The TypeScript reference server (plugins/remote/node): built with npm when missing or older
+than its sources (``npm ci``, then ``npm run build``: the shared-memory addon with g++, then
+``tsc``), once for all test workers (``meeple.transport.node.build`` holds a file lock)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from meeple.transport import node
 from meeple.transport.launch import ServerProcess, default_address
 
 
-@functools.cache  # once per test session: test modules share the build
+@functools.cache  # test modules share the build
 def build() -> Path:
-    """``npm ci`` (if needed) and ``npm run build``; fails (never skips) without node/npm/g++."""
+    """``npm ci`` (if needed) and ``npm run build`` (if stale); fails (never skips) without
+    node/npm/g++. Not forced: another test worker may be running servers from dist/."""
     try:
-        return node.build(force=True)
+        return node.build()
     except ConfigError as err:
         pytest.fail(f"{err} (the TypeScript server tests are part of CI and are not skipped)")
 

@@ -48,11 +48,24 @@ def train(cwd, *overrides: str) -> None:
 def mahjong_runs(tmp_path_factory):
     """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->
     teacher -> student) and then ``+experiment=phase3`` (the league, from that newest phase-2
-    run's student), tiny, in one folder."""
+    run's student), tiny, in one folder; built once per test session, also when pytest-xdist
+    runs the modules that read it in different workers (their temp folders share a parent)."""
     import json
+    import os
+    import shutil
 
-    cwd = tmp_path_factory.mktemp("mahjong_pipeline")
-    train(cwd, "+experiment=phase2", "pipeline.start=phase1")
-    train(cwd, "+experiment=phase3")
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    cwd = shared / "mahjong_pipeline"
+    with FileLock(str(shared / "mahjong_pipeline.lock")):
+        if not (cwd / "built").is_file():
+            shutil.rmtree(cwd, ignore_errors=True)  # a failed earlier attempt
+            cwd.mkdir()
+            train(cwd, "+experiment=phase2", "pipeline.start=phase1")
+            train(cwd, "+experiment=phase3")
+            (cwd / "built").touch()
     runs = (cwd / "outputs" / "runs").iterdir()
     return {json.loads((r / "run.json").read_text())["experiment"]: r for r in runs}

@@ -155,6 +155,9 @@ class RecordEnv(EnvBase):
         self._seed: int | None = None
         self._last: np.ndarray | None = None
         self._autoreset = np.zeros(n, dtype=bool)
+        # EnvBase starts "closed" unless a subclass says otherwise; collectors close only an open
+        # env at shutdown, so without this a served env's server outlived an in-process run.
+        self.is_closed = False
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         # Shared-memory records are overwritten by the next request; TorchRL keeps tensors longer.
@@ -206,6 +209,8 @@ class RecordEnv(EnvBase):
         self._seed = seed
 
     def close(self, *, raise_if_closed: bool = True) -> None:
+        if self.is_closed:  # a second close (the collector's, then ours) does nothing
+            return
         try:
             self.stepper.close()
         finally:

@@ -8,6 +8,7 @@ shared-memory addon) runs once, and again when a source file is newer than the b
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -56,6 +57,17 @@ def build(force: bool = False) -> Path:
     if not force and (folder in _built or not _stale(folder)):
         _built.add(folder)
         return folder / "dist"
+    # Several processes may start Node servers at once (test workers, sweep workers): one builds,
+    # the others wait for it and find the build fresh (npm ci wipes node_modules under a reader).
+    with open(folder / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if force or _stale(folder):
+            _run_build(folder)
+    _built.add(folder)
+    return folder / "dist"
+
+
+def _run_build(folder: Path) -> None:
     env = {**os.environ, "npm_config_fund": "false", "npm_config_audit": "false"}
     steps = [["npm", "run", "build"]]
     if not all((folder / "node_modules" / p).is_dir() for p in NODE_PACKAGES):
@@ -66,8 +78,6 @@ def build(force: bool = False) -> Path:
             raise ConfigError(
                 f"`{' '.join(cmd)}` in {folder} failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
             )
-    _built.add(folder)
-    return folder / "dist"
 
 
 def server_command(
