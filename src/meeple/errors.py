@@ -15,3 +15,7 @@ class PluginNotFoundError(ConfigError, LookupError):
 
 class GateFailed(MeepleError):
     """A stage's result did not pass the gate of the transition into the next stage."""
+
+
+class PeerLost(MeepleError):
+    """Another learner process of a multi-process run died: this one stopped too."""

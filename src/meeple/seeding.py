@@ -1,8 +1,11 @@
-"""Seed hierarchy: master seed -> phase -> component, via numpy SeedSequence.
+"""Seed hierarchy: master seed -> phase -> component [-> rank], via numpy SeedSequence.
 
 Every random stream is drawn from ``SeedSequence(master, spawn_key=(phase, component))``
 with a fixed component index, so adding a component never shifts another's
-stream, and nearby master seeds give unrelated streams (never ``seed + i``).
+stream, and nearby master seeds give unrelated streams (never ``seed + i``). In a
+multi-process (DDP) run, rank r > 0 draws from ``(phase, component, RANK_KEY + r)`` for the
+components each rank owns (its envs, its sampling); rank 0 keeps the single-process seeds, and
+every rank shares the model's initialisation.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ class Component(IntEnum):
     FEATURE_DROPOUT = 6  # distillation: which privileged planes the teacher sees
 
 
+# Components every rank of a multi-process run shares: the weights start equal everywhere
+# (DDP broadcasts rank 0's anyway; a frozen copy taken before that must agree too), and the
+# evaluation runs once, on rank 0.
+SHARED_ACROSS_RANKS = frozenset({Component.MODEL_INIT, Component.EVALUATION})
+RANK_KEY = 2**29  # below restart_seeds' 2**30 and stream's 2**31 keys; far above worker indices
+
+
 def resolve_master_seed(seed: int | None) -> int:
     """The configured master seed, or a fresh one from ``os.urandom`` (log it)."""
     if seed is None:
@@ -53,10 +63,16 @@ class PhaseSeeds:
 
     master: int
     phase: int
+    rank: int = 0  # this process's global rank in a multi-process (DDP) run
+
+    def _key(self, component: Component) -> tuple[int, ...]:
+        if self.rank == 0 or component in SHARED_ACROSS_RANKS:
+            return (self.phase, int(component))
+        return (self.phase, int(component), RANK_KEY + self.rank)
 
     def sequence(self, component: Component) -> np.random.SeedSequence:
-        """Equals ``phase_sequence(master, phase).spawn(n)[component]`` for any n > component."""
-        return np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component)))
+        """Rank 0: equals ``phase_sequence(master, phase).spawn(n)[component]`` for any n > component."""
+        return np.random.SeedSequence(self.master, spawn_key=self._key(component))
 
     def seed(self, component: Component) -> int:
         return _to_int(self.sequence(component))
@@ -72,14 +88,14 @@ class PhaseSeeds:
         """
         return SeedStream(
             np.random.SeedSequence(
-                self.master, spawn_key=(self.phase, int(component), 2**31 + offset), n_children_spawned=position
+                self.master, spawn_key=(*self._key(component), 2**31 + offset), n_children_spawned=position
             )
         )
 
     def restart_seeds(self, component: Component, n: int, restart: int) -> list[int]:
         """Seeds for ``n`` workers restarted at rollout ``restart`` (a resume that cannot restore
         the envs' state): fresh episodes, reproducible, independent of worker_seeds and streams."""
-        seq = np.random.SeedSequence(self.master, spawn_key=(self.phase, int(component), 2**30 + restart))
+        seq = np.random.SeedSequence(self.master, spawn_key=(*self._key(component), 2**30 + restart))
         return [_to_int(child) for child in seq.spawn(n)]
 
 

@@ -6,12 +6,15 @@ from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
 from meeple.config.compose import conf_dir
+from meeple.errors import ConfigError
+from meeple.phases.registry import phase_kind
 from meeple.pipeline.lightning_stage import build_stage
 from meeple.pipeline.plan import plan_run
 from meeple.seeding import PhaseSeeds
 
 EXPERIMENTS = [None] + sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
+DISTRIBUTED = {"ddp_cpu"}  # profiles with several learner processes
 
 
 def test_profiles_and_recipes_exist():
@@ -32,6 +35,13 @@ def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
     a BC stage records its demonstrations when they are missing)."""
     overrides = [f"hardware={hardware}"] + ([f"+experiment={experiment}"] if experiment else [])
     cfg = compose(overrides)
+    if hardware in DISTRIBUTED:  # several learner processes: only for the phase kinds that support it
+        try:
+            plan = plan_run(cfg)
+        except ConfigError as err:
+            assert "does not support" in str(err) and "accepted: a single-process hardware profile" in str(err)
+            return
+        assert all(phase_kind(s.cfg.phase.name).distributed for s in plan.stages), experiment
     plan = plan_run(cfg)
     # phase2 starts at its teacher (phase 1's gate comes from a phase1 run), phase3 at its league
     # (phase 2's student from a phase2 run); mahjong_pipeline runs all four stages

@@ -12,6 +12,8 @@ CARTPOLE = {"backend": "gym", "id": "CartPole-v1"}
 
 
 class FakeTrainer:
+    world_size, global_rank = 1, 0
+
     def __init__(self, module):
         self.lightning_module = module
 

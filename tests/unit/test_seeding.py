@@ -49,3 +49,18 @@ def test_master_seed_from_config_or_urandom():
 
 def test_seed_sequence_type():
     assert isinstance(PhaseSeeds(1, 0).sequence(Component.DATA), np.random.SeedSequence)
+
+
+def test_ranks_own_their_streams_and_share_the_model_init():
+    """A multi-process run: rank 0 keeps the single-process seeds; each other rank draws its
+    own envs and sampling, and every rank starts from the same weights."""
+    single, rank1, rank2 = PhaseSeeds(3, 1), PhaseSeeds(3, 1, rank=1), PhaseSeeds(3, 1, rank=2)
+    assert PhaseSeeds(3, 1, rank=0) == single
+    for component in (Component.ENV, Component.DATA, Component.OPPONENT):
+        values = {s.seed(component) for s in (single, rank1, rank2)}
+        assert len(values) == 3, component
+    assert set(rank1.worker_seeds(Component.ENV, 4)).isdisjoint(single.worker_seeds(Component.ENV, 4))
+    assert rank1.restart_seeds(Component.DATA, 2, 5) != single.restart_seeds(Component.DATA, 2, 5)
+    assert next(rank1.stream(Component.DATA)) != next(single.stream(Component.DATA))
+    for component in (Component.MODEL_INIT, Component.EVALUATION):
+        assert rank1.seed(component) == single.seed(component) == rank2.seed(component)

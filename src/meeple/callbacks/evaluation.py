@@ -6,6 +6,7 @@ import lightning as L
 import torch
 from torchrl.envs import EnvBase, ExplorationType, set_exploration_type
 
+from meeple.callbacks.ranks import log_shared, on_rank_zero
 from meeple.env_factory import round_to_unit
 from meeple.seeding import Component
 from meeple.tracking.keys import EVAL_RETURN
@@ -68,8 +69,8 @@ class GreedyEvaluation(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not evaluation_due(trainer, self.every_n_rollouts):
             return
-        mean_return = self.evaluate(trainer, pl_module)
-        pl_module.log(EVAL_RETURN, mean_return, prog_bar=True, on_step=False, on_epoch=True)
+        mean_return = on_rank_zero(trainer, lambda: self.evaluate(trainer, pl_module))
+        log_shared(pl_module, {EVAL_RETURN: mean_return}, prog_bar=True)
         if self.stop_at_return is not None and mean_return >= self.stop_at_return:
             trainer.should_stop = True
 

@@ -89,7 +89,8 @@ class RolloutCheckpoint(Checkpoint):
 
     # -- when to save ----------------------------------------------------------------------
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self.run.prepare(self.phase)
+        if trainer.global_rank == 0:  # only rank 0 of a multi-process run writes the run directory
+            self.run.prepare(self.phase)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._last_save = time.monotonic()
@@ -104,7 +105,10 @@ class RolloutCheckpoint(Checkpoint):
         if improved:
             self.best_score = score  # before saving: the checkpoint records its own best
         due = rollout % self.every_n_rollouts == 0 and time.monotonic() - self._last_save >= self.min_interval_s
-        if improved or last or due:
+        save = improved or last or due
+        if trainer.world_size > 1:  # every rank saves together (Lightning's save is collective): rank 0's clock decides
+            save = trainer.strategy.broadcast(save, src=0)
+        if save:
             self.save(trainer, best=improved)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -113,9 +117,12 @@ class RolloutCheckpoint(Checkpoint):
         if trainer.sanity_checking or trainer.state.fn != "fit" or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             return
         score = self._score(trainer)
-        if score is not None and (
+        improved = score is not None and (
             self.best_score is None or (score > self.best_score if self.mode == "max" else score < self.best_score)
-        ):
+        )
+        if trainer.world_size > 1:  # saving is collective: every rank follows rank 0's decision
+            improved = trainer.strategy.broadcast(improved, src=0)
+        if improved:
             self.best_score = score
             self.save(trainer, best=True)
 
@@ -128,6 +135,9 @@ class RolloutCheckpoint(Checkpoint):
         path = self.dir / checkpoint_name(self.phase, trainer.global_step)
         self._last_save = time.monotonic()
         trainer.save_checkpoint(path, weights_only=False)  # full state -> on_save_checkpoint -> AtomicCheckpointIO
+
+        if trainer.global_rank != 0:  # Lightning wrote nothing here: rank 0 owns the files
+            return path
 
         def point_links_and_prune() -> None:  # only once the file is durable (links never dangle)
             replace_symlink(self.dir / LATEST, path.name)
@@ -159,12 +169,15 @@ class RolloutCheckpoint(Checkpoint):
         for logger in trainer.loggers:
             if hasattr(logger, "resume"):
                 logger.resume(checkpoint.get("pending_metrics", {}).get(type(logger).__name__, []))
+        datamodule = trainer.datamodule
+        if trainer.global_rank > 0 and hasattr(datamodule, "reseed_rank"):
+            datamodule.reseed_rank()  # rank 0's generators are in the file; this rank draws its own
+            return
         state = checkpoint.get("rng_state")
         if state is None:
             log.warning("checkpoint holds no rng_state: the resumed run is not bit-exact")
             return
         restore_rng_state(state)
-        datamodule = trainer.datamodule
         if hasattr(datamodule, "restore_seed_streams"):
             datamodule.restore_seed_streams(state["seed_streams"])
 
@@ -183,7 +196,13 @@ class RolloutCheckpoint(Checkpoint):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         _wait_for_writes(trainer)  # best/latest and the gate below read the written files
-        if not self.gate or trainer.global_rank != 0:
+        if trainer.global_rank == 0:
+            self._write_gate(trainer)
+        if trainer.world_size > 1:  # no rank starts the next stage (which reads the gate) before it exists
+            trainer.strategy.barrier("meeple.gate")
+
+    def _write_gate(self, trainer: L.Trainer) -> None:
+        if not self.gate:
             return
         source = link_target(self.dir / BEST) or link_target(self.dir / LATEST)
         if source is None:

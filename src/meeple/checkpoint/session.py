@@ -26,13 +26,14 @@ log = logging.getLogger(__name__)
 # Run-control keys: how to start, not what to train (left out of comparisons and MLflow params).
 RUN_CONTROL_KEYS = ("resume", "resume_dir")
 DONE_FILE = "done.json"
+RANKS_FILE = "ranks.json"
 
 
 class RunSession:
     """Built from the root config before anything else (it fixes the master seed);
     :meth:`open` writes the run directory once every stage is known to build."""
 
-    def __init__(self, cfg: DictConfig, *, stages: list[str]) -> None:
+    def __init__(self, cfg: DictConfig, *, stages: list[str], follow: RunDirectory | None = None) -> None:
         self.ckpt_cfg = cfg.checkpoint
         self.resumed = bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None
         self.root = Path(self.ckpt_cfg.root)
@@ -40,7 +41,11 @@ class RunSession:
         self.io = AtomicCheckpointIO(background=True)  # saves at rollout ends overlap training
         self.run: RunDirectory | None = None
         self._new_run = dict(experiment=str(cfg.experiment_name), task=str(cfg.task_name))
-        if self.resumed:
+        # A rank > 0 of a multi-process run reads rank 0's run directory and writes nothing.
+        self.writes = follow is None
+        if follow is not None:
+            self.run, self.master_seed = follow, follow.master_seed
+        elif self.resumed:
             self.run = _find_run(cfg, self.root, **self._new_run)
             self.master_seed = self.run.master_seed
             if _seed_given(cfg) and int(cfg.seed) != self.master_seed:
@@ -61,9 +66,16 @@ class RunSession:
         return read_done(self.run, index)
 
     def mark_done(self, index: int, record: dict[str, Any]) -> None:
+        if not self.writes:
+            return
         folder = self.run.phase_dir(index)
         folder.mkdir(parents=True, exist_ok=True)
         write_text_atomic(folder / DONE_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+    def record_ranks(self, index: int, ranks: list[dict[str, Any]]) -> None:
+        """``phase{index}/ranks.json``: the seeds each learner process of a multi-process run used."""
+        if self.writes:
+            write_text_atomic(self.run.phase_dir(index) / RANKS_FILE, json.dumps(ranks, indent=2) + "\n")
 
     def checkpoints(self, index: int, cfg: DictConfig, *, gate: str | None) -> PhaseCheckpoints:
         """Stage ``index``'s checkpoint folder: what to resume from and the Trainer callback."""
@@ -77,7 +89,7 @@ class RunSession:
         return self.run.mlflow_run_id if index is None else self.run.stage_mlflow_runs.get(str(index))
 
     def record_mlflow_run(self, index: int | None, run_id: str | None, tracking_uri: str | None) -> None:
-        if not run_id:
+        if not run_id or not self.writes:
             return
         if index is None:
             self.run.mlflow_run_id = run_id
@@ -103,7 +115,8 @@ class PhaseCheckpoints:
             _warn_config_changes(self.io.peek(self.resume_from).get("config"), cfg)
         elif session.resumed:
             log.warning("run %s has no checkpoint of phase %d yet: starting it from the beginning", run.path, index)
-        run.prepare(index)
+        if session.writes:
+            run.prepare(index)
         ckpt = cfg.checkpoint
         self.callback = RolloutCheckpoint(
             run,
@@ -140,6 +153,19 @@ def start_session(cfg: DictConfig, *, stages: list[str]) -> RunSession | None:
                               "previous stage's gate file; accepted: checkpoint=default (not checkpoint=none)")
         return None
     return RunSession(cfg, stages=stages)
+
+
+def follow_session(cfg: DictConfig, *, stages: list[str], run_dir: str | None, rank: int) -> RunSession | None:
+    """Rank ``rank`` > 0's view of rank 0's checkpointing: rank 0's run directory (``run_dir``),
+    read only; None when the run keeps no checkpoints."""
+    ckpt_cfg = cfg.get("checkpoint")
+    if not ckpt_cfg or not ckpt_cfg.get("enabled", False):
+        return None
+    if run_dir is None:
+        raise ConfigError(f"rank {rank} of a multi-process run needs rank 0's run directory in MEEPLE_RUN_DIR "
+                          "(rank 0 sets it for the processes it starts; on another machine set it to the "
+                          "directory rank 0 printed, on a filesystem both share: docs/scaling.md)")
+    return RunSession(cfg, stages=stages, follow=RunDirectory.open(run_dir))
 
 
 def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDirectory:

@@ -9,7 +9,8 @@ import warnings
 
 from omegaconf import DictConfig, OmegaConf
 
-from meeple.errors import GateFailed, MeepleError
+from meeple.distributed import EXIT_PEER_LOST, mark_command_line_run
+from meeple.errors import GateFailed, MeepleError, PeerLost
 
 log = logging.getLogger("meeple")
 
@@ -22,6 +23,7 @@ warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the st
 EXIT_USAGE = 2  # a config or input mistake
 EXIT_GATE = 3  # a pipeline gate did not pass
 EXIT_INTERRUPTED = 130  # Ctrl-C
+# EXIT_PEER_LOST (4, meeple.distributed): a learner process of a multi-process run died
 
 
 def build_run(cfg: DictConfig, *, check_hardware: bool = True):
@@ -55,6 +57,7 @@ def run(cfg: DictConfig) -> float | None:
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point body: user errors print one clear line and exit 2, a failed gate 3."""
     in_sweep = OmegaConf.select(cfg, "trial.number") is not None
+    mark_command_line_run()
     try:
         return run(cfg)
     except MeepleError as err:
@@ -62,7 +65,7 @@ def main(cfg: DictConfig) -> float | None:
             raise  # a sweep trial: the sweeper records it FAIL with this message and goes on
         gate = isinstance(err, GateFailed)
         print(f"meeple: {'' if gate else 'error: '}{err}", file=sys.stderr)
-        sys.exit(EXIT_GATE if gate else EXIT_USAGE)
+        sys.exit(EXIT_GATE if gate else EXIT_PEER_LOST if isinstance(err, PeerLost) else EXIT_USAGE)
     except KeyboardInterrupt as stop:
         if in_sweep:
             raise

@@ -40,9 +40,14 @@ class Hardware:
     # Which size of a recipe's network this machine trains: recipes map it to depth x width
     # (e.g. +experiment=phase1: small = a few narrow blocks, large = 40 x 256).
     model_scale: str = "small"
+    # auto: one learner process (devices > 1 only for phases that use several themselves);
+    # ddp: one learner process per device and node, gradients averaged (meeple.distributed).
+    strategy: str = "auto"
+    num_nodes: int = 1
 
 
 MODEL_SCALES = ("small", "large")
+STRATEGIES = ("auto", "ddp")
 
 
 @dataclass
@@ -132,10 +137,13 @@ def check_hardware(cfg: DictConfig) -> Hardware:
         hw.matmul_precision in MATMUL_PRECISIONS, "hardware.matmul_precision", hw.matmul_precision,
         ", ".join(MATMUL_PRECISIONS),
     )
-    for name in ("devices", "torch_threads", "num_envs", "env_workers", "prefetch_factor"):
+    for name in ("devices", "torch_threads", "num_envs", "env_workers", "prefetch_factor", "num_nodes"):
         require(getattr(hw, name) >= 1, f"hardware.{name}", getattr(hw, name), "an integer >= 1")
     require(hw.data_workers >= 0, "hardware.data_workers", hw.data_workers, "an integer >= 0 (0: in-process)")
     require(hw.model_scale in MODEL_SCALES, "hardware.model_scale", hw.model_scale, ", ".join(MODEL_SCALES))
+    require(hw.strategy in STRATEGIES, "hardware.strategy", hw.strategy, ", ".join(STRATEGIES))
+    require(hw.num_nodes == 1 or hw.strategy == "ddp", "hardware.num_nodes", hw.num_nodes,
+            "1 (several nodes need hardware.strategy=ddp)")
     return hw
 
 

@@ -38,6 +38,7 @@ class PhaseKind:
     # ... and any factory marked as building this kind (a plugin's: meeple.nets.kinds
     # .mark_actor_critic_factory), found by importing the model's `_target_` while validating.
     model_kind: str = ""
+    distributed: bool = False  # trains on several learner processes (hardware.strategy=ddp)
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -72,13 +73,13 @@ def _kinds() -> dict[str, PhaseKind]:
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
                   models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
-                  models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet"),
+                  models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet", distributed=True),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True),
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
@@ -108,12 +109,25 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("phase") is None:
         raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
     kind = phase_kind(cfg.phase.get("name"))
+    _check_distributed(hardware, kind)
     _check_model(cfg, kind)
     phase = checked(cfg, "phase", kind.schema)
     kind.check(cfg, phase)
     transition: Transition = checked(cfg, "transition", Transition)
     check_transition(transition)
     return {"hardware": hardware, "phase": phase, "transition": transition}
+
+
+def _check_distributed(hardware: Any, kind: PhaseKind) -> None:
+    from meeple.distributed import world_size
+
+    if world_size(hardware) > 1 and not kind.distributed:
+        accepted = ", ".join(k.name for k in _kinds().values() if k.distributed)
+        raise ConfigError(
+            f"hardware={hardware.name} runs {world_size(hardware)} learner processes (strategy=ddp), which "
+            f"phase={kind.name} does not support; accepted: a single-process hardware profile (e.g. hardware=cpu), "
+            f"or a phase that trains on several ({accepted})"
+        )
 
 
 def _check_model(cfg: DictConfig, kind: PhaseKind) -> None:

@@ -18,6 +18,8 @@ from hydra.utils import instantiate
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig
 
+from meeple.distributed import resume_hint, world_size
+from meeple.errors import PeerLost
 from meeple.logs import quiet_library_output
 from meeple.phases.registry import phase_kind
 from meeple.seeding import Component, PhaseSeeds, seed_process
@@ -53,9 +55,15 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
             if node is not None and name not in named:
                 callbacks[name] = instantiate(node)
             named.add(name)
+    if world_size(hw) > 1:
+        from meeple.callbacks.ranks import RanksInSync
+
+        callbacks["ranks_in_sync"] = RanksInSync()
     trainer_kwargs = dict(
         accelerator=hw.accelerator,
         devices=hw.devices,
+        strategy=_strategy(hw),
+        num_nodes=hw.num_nodes,
         precision=hw.precision,
         max_epochs=parts.max_epochs,
         callbacks=list(callbacks.values()),
@@ -63,6 +71,14 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
         **parts.trainer,
     )
     return StageBuild(seeds, parts.module, parts.datamodule, callbacks, trainer_kwargs)
+
+
+def _strategy(hw: Any) -> Any:
+    if hw.strategy != "ddp":
+        return hw.strategy
+    from meeple.pipeline.ddp import WatchedDDPStrategy
+
+    return WatchedDDPStrategy()
 
 
 def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: Any, label: str) -> tuple[dict, int]:
@@ -83,6 +99,11 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
     try:
         with stop.on_ctrl_c():
             trainer.fit(build.module, datamodule=build.datamodule, ckpt_path=str(resume) if resume else None)
+    except RuntimeError as err:
+        if trainer.world_size > 1 and _peer_lost(err):
+            raise PeerLost(f"learner rank {trainer.global_rank} lost the other learner processes ({_first_line(err)}); "
+                           f"stopping. {resume_hint()}") from None
+        raise
     except SystemExit:
         # A second Ctrl-C: Lightning turns it into sys.exit(1) after finalizing the logger as failed.
         if trainer.state.status == TrainerStatus.INTERRUPTED:
@@ -142,3 +163,13 @@ def _mark_killed(logger: Any) -> None:
             logger.experiment.set_terminated(logger.run_id, "KILLED")
         except Exception as err:  # tracking must not hide the interruption
             log.warning("MLflow run %s not marked KILLED: %s", logger.run_id, err)
+
+
+def _peer_lost(err: RuntimeError) -> bool:
+    """A collective failed because another rank went away (gloo: connection reset or closed)."""
+    text = str(err)
+    return isinstance(err, torch.distributed.DistBackendError) or ("gloo" in text and "Connection" in text)
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0][:300]

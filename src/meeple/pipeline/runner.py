@@ -18,8 +18,17 @@ from omegaconf import DictConfig, open_dict
 from meeple.checkpoint.callback import gate_path
 from meeple.checkpoint.io import copy_verified
 from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
-from meeple.checkpoint.session import RunSession, read_done, start_session
+from meeple.checkpoint.session import RunSession, follow_session, read_done, start_session
 from meeple.config.schema import check_accelerator
+from meeple.distributed import (
+    can_launch_ranks,
+    launched_rank,
+    quiet_rank,
+    share_with_ranks,
+    shared_master_seed,
+    shared_run_dir,
+    world_size,
+)
 from meeple.errors import ConfigError, GateFailed
 from meeple.pipeline.plan import Plan, Stage, plan_run
 from meeple.pipeline.transition import StageStart, open_start
@@ -38,6 +47,7 @@ class StageContext:
     step_offset: int  # optimiser steps of the stages before it (the global step runs on)
     parent_run_id: str | None  # the pipeline's MLflow run (None for a single stage)
     count: int  # stages in the pipeline
+    rank: int = 0  # this process's rank in a multi-process run (only rank 0 writes)
 
 
 def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float]:
@@ -46,6 +56,12 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
     plan = plan or plan_run(cfg)
     for stage in plan.stages[plan.start : plan.stop + 1]:
         check_accelerator(stage.typed["hardware"])
+    hardware = plan.stages[plan.start].typed["hardware"]
+    if world_size(hardware) > 1:
+        _check_can_launch_ranks(cfg, hardware)
+    rank = launched_rank(hardware)
+    if rank > 0:  # a process Lightning started for a multi-process run: rank 0 writes everything
+        return _run_as_rank(cfg, plan, rank)
     session = start_session(cfg, stages=[s.name for s in plan.stages])
     source = _source_run(cfg, plan, session) if plan.start > 0 and not (session and session.resumed) else None
     if session is not None:
@@ -55,6 +71,10 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
     else:
         master, origin, run = resolve_master_seed(cfg.seed), _origin(cfg), None
     log.info("master seed %d (%s)", master, origin)
+    if world_size(hardware) > 1:  # the ranks Lightning starts at the first fit take these
+        share_with_ranks(str(run.path) if run else None, master)
+        log.info("%d learner processes (hardware=%s, strategy=ddp); this one is rank 0", world_size(hardware),
+                 hardware.name)
 
     pipeline_run = _open_pipeline_run(cfg, plan, master, session)
     status, failure = "FAILED", None
@@ -71,6 +91,31 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
     finally:
         if pipeline_run is not None:
             pipeline_run.finish(status, gate_failure=failure)
+
+
+def _check_can_launch_ranks(cfg: DictConfig, hardware: Any) -> None:
+    """Lightning starts the other ranks by running this process's command line again: that must be
+    ``python train.py ...`` (one run), not a sweep or a Python session."""
+    from omegaconf import OmegaConf
+
+    where = f"hardware={hardware.name} runs {world_size(hardware)} learner processes (strategy=ddp)"
+    if OmegaConf.select(cfg, "trial.number") is not None:
+        raise ConfigError(f"{where}, which a sweep trial cannot start; accepted: a single-process profile in "
+                          "sweeps (run more sweep workers instead: docs/scaling.md)")
+    if not can_launch_ranks():
+        raise ConfigError(f"{where} by running the command again: start it as python train.py ..., not from "
+                          "Python; accepted here: a single-process profile (e.g. hardware=cpu)")
+
+
+def _run_as_rank(cfg: DictConfig, plan: Plan, rank: int) -> dict[str, float]:
+    """Rank ``rank`` > 0 of a multi-process run: the same stages in lockstep with rank 0, in rank
+    0's run directory and with its master seed, writing nothing (no run directory, checkpoint
+    file, MLflow run or progress bar of its own)."""
+    quiet_rank(rank)
+    run_dir = shared_run_dir(rank)
+    session = follow_session(cfg, stages=[s.name for s in plan.stages], run_dir=run_dir, rank=rank)
+    master = session.master_seed if session else shared_master_seed(rank)
+    return _run_stages(cfg, plan, master, session, None, None, rank=rank)
 
 
 def _origin(cfg: DictConfig) -> str:
@@ -92,7 +137,7 @@ def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSes
 
 
 def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
-                source: RunDirectory | None) -> dict:
+                source: RunDirectory | None, *, rank: int = 0) -> dict:
     step, metrics = 0, {}
     by_name = {s.name: s for s in plan.stages}
     if session is not None and session.resumed and all(session.done(s.index) for s in plan.stages[: plan.stop + 1]):
@@ -101,6 +146,8 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
     for stage in plan.stages[: plan.stop + 1]:
         record = session.done(stage.index) if session else None
         if record is None and stage.index < plan.start:
+            if rank > 0:  # rank 0 imported it before it started this process
+                raise ConfigError(f"rank {rank}: {stage.label} is not recorded in {session.run.path}")
             record = _import_stage(plan, stage, session, source)
         if record is not None:
             if "imported_from" not in record:
@@ -120,13 +167,13 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
         if plan.is_pipeline:
             log.info("%s of %d: %s", stage.label, len(plan.stages), stage.kind.name)
         context = StageContext(master, session, start, step, pipeline_run.run_id if pipeline_run else None,
-                               len(plan.stages))
+                               len(plan.stages), rank)
         if stage.kind.is_lightning:
             metrics, steps = _run_lightning(stage, stage_cfg, context, last=stage.index == len(plan.stages) - 1)
         else:
             metrics, steps = stage.kind.runner()(stage, stage_cfg, context)
         step += steps
-        if session is not None:
+        if session is not None and rank == 0:
             session.mark_done(stage.index, dict(name=stage.name, kind=stage.kind.name, metrics=metrics,
                                                 steps=steps, step_end=step, finished=_now()))
         if pipeline_run is not None:
@@ -139,7 +186,7 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last
     from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
 
     session = context.session
-    build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index))
+    build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index, context.rank))
     context.start.apply(build.module)
     if session is not None and hasattr(build.module, "use_run_folder"):  # e.g. the league's pool
         build.module.use_run_folder(session.run.phase_dir(stage.index), stage.index)
@@ -151,6 +198,11 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last
     index = stage.index if pipeline else None
     uri = cfg.tracking.uri
     continue_id = session.mlflow_run(index, uri) if session and session.resumed else None
+    if context.rank > 0:  # one MLflow run and one progress bar: rank 0's
+        progress = build.callbacks.pop("progress", None)
+        build.trainer_kwargs.update(enable_progress_bar=False,
+                                    callbacks=[c for c in build.trainer_kwargs["callbacks"] if c is not progress])
+        return fit_stage(build, cfg, logger=None, checkpoints=checkpoints, label=None)
     logger = make_mlflow_logger(
         cfg, master_seed=context.master_seed, run_dir=session.run.path if session else None,
         continue_run_id=continue_id, stage=(stage.index, stage.name) if pipeline else None,
@@ -163,7 +215,11 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last
         if session is not None:
             session.record_mlflow_run(index, logger.run_id, uri)
     label = f"{stage.index + 1}/{context.count} {stage.name}" if pipeline else None
-    return fit_stage(build, cfg, logger=logger, checkpoints=checkpoints, label=label)
+    result = fit_stage(build, cfg, logger=logger, checkpoints=checkpoints, label=label)
+    ranks = getattr(build.datamodule, "ranks", None)  # several learner processes: what each one drew
+    if ranks and session is not None:
+        session.record_ranks(stage.index, ranks)
+    return result
 
 
 def _pin_seed(cfg: DictConfig, master: int) -> DictConfig:

@@ -14,6 +14,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from meeple.callbacks.ranks import log_shared, on_rank_zero
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.seeding import Component
 from meeple.tracking import keys
@@ -107,12 +108,11 @@ class ChessBenchmark(L.Callback):
         last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
         if iteration % self.every_n_iterations and not last:
             return
-        metrics = self.evaluate(pl_module.best, next(pl_module.net.parameters()).device)
+        device = next(pl_module.net.parameters()).device
+        metrics = on_rank_zero(trainer, lambda: self.evaluate(pl_module.best, device))  # once, for every learner process
         metrics["iteration"] = float(iteration)
         self.history.append(metrics)
-        for key, value in metrics.items():
-            if key != "iteration":
-                pl_module.log(key, value, on_step=False, on_epoch=True)
+        log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
 
     def evaluate(self, net: torch.nn.Module, device: torch.device) -> dict[str, float]:
         start = time.perf_counter()

@@ -14,6 +14,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 
+from meeple.callbacks.ranks import log_shared, on_rank_zero
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.seeding import Component
 from meeple.tracking import keys
@@ -94,12 +95,10 @@ class Connect4Benchmark(L.Callback):
         last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
         if iteration % self.every_n_iterations and not last:
             return
-        metrics = self.evaluate(pl_module)
+        metrics = on_rank_zero(trainer, lambda: self.evaluate(pl_module))  # once, for every learner process
         metrics["iteration"] = float(iteration)
         self.history.append(metrics)
-        for key, value in metrics.items():
-            if key != "iteration":
-                pl_module.log(key, value, on_step=False, on_epoch=True)
+        log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
 
     def evaluate(self, pl_module: L.LightningModule) -> dict[str, float]:
         start = time.perf_counter()

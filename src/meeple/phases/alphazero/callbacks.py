@@ -11,6 +11,7 @@ import time
 
 import lightning as L
 
+from meeple.callbacks.ranks import log_shared, on_rank_zero
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame
 from meeple.seeding import Component
@@ -40,17 +41,11 @@ class AlphaZeroGate(L.Callback):
         self.last_score: float | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        start = time.perf_counter()
         if self.games == 0:
-            score, accepted = 1.0, True
-        else:
-            device = _device(pl_module)
-            # the datamodule's stream: its position is in the checkpoint (exact resume)
-            seeds = trainer.datamodule.seed_stream(Component.OPPONENT)
-            candidate = self._player(TorchEvaluator(pl_module.net, device), next(seeds))
-            best = self._player(TorchEvaluator(pl_module.best, device), next(seeds))
-            result = self.game.play_match(candidate, best, self.games, opening_moves=self.opening_moves)
-            score, accepted = result.score, result.score >= self.threshold
+            score, accepted, seconds = 1.0, True, 0.0
+        else:  # several learners: rank 0 plays the match, every rank promotes (or not) alike
+            score, seconds = on_rank_zero(trainer, lambda: self._match(trainer, pl_module))
+            accepted = score >= self.threshold
         if accepted:
             pl_module.promote()
         self.last_score = score
@@ -59,10 +54,19 @@ class AlphaZeroGate(L.Callback):
         else:
             log.info("gate: candidate scored %.2f against generation %d (threshold %.2f): %s", score,
                      pl_module.generation - accepted, self.threshold, "accepted" if accepted else "rejected")
-        for key, value in ((keys.GATE_SCORE, score), (keys.GATE_ACCEPTED, float(accepted)),
-                           (keys.GATE_GENERATION, float(pl_module.generation)),
-                           ("perf/gate_s", time.perf_counter() - start)):
-            pl_module.log(key, value, on_step=False, on_epoch=True)
+        log_shared(pl_module, {keys.GATE_SCORE: score, keys.GATE_ACCEPTED: float(accepted),
+                               keys.GATE_GENERATION: float(pl_module.generation), "perf/gate_s": seconds})
+
+    def _match(self, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[float, float]:
+        """The candidate's score against the best network, and the seconds the match took."""
+        start = time.perf_counter()
+        device = _device(pl_module)
+        # the datamodule's stream: its position is in the checkpoint (exact resume)
+        seeds = trainer.datamodule.seed_stream(Component.OPPONENT)
+        candidate = self._player(TorchEvaluator(pl_module.net, device), next(seeds))
+        best = self._player(TorchEvaluator(pl_module.best, device), next(seeds))
+        result = self.game.play_match(candidate, best, self.games, opening_moves=self.opening_moves)
+        return result.score, time.perf_counter() - start
 
     def _player(self, evaluator: TorchEvaluator, seed: int):
         return self.game.mcts_player(evaluator, num_simulations=self.num_simulations,

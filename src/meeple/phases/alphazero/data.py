@@ -26,7 +26,7 @@ from torchrl.data.replay_buffers import RandomSampler
 
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame, SelfPlayEngine
-from meeple.seeding import Component, PhaseSeeds, SeedStreams
+from meeple.seeding import Component, PhaseSeeds, SeedStreams, seed_process
 from meeple.tracking import keys
 
 log = logging.getLogger(__name__)
@@ -223,6 +223,14 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         self.generator.set_state(state["generator"])
         if self.engine is not None:
             self.engine.next_game_id = self.next_game_id
+
+
+    def reseed_rank(self) -> None:
+        """A rank > 0 resuming from rank 0's checkpoint (its replay, generator and game ids): this
+        rank samples and plays on streams of its own again, reproducible per resume point."""
+        process, shuffle = self.seeds.restart_seeds(Component.DATA, 2, self.iteration)
+        seed_process(process)
+        self.generator.manual_seed(shuffle)
 
 
 class SelfPlayDataset(IterableDataset):

@@ -363,8 +363,9 @@ class BCModule(L.LightningModule):
         logged[TRAIN_LR] = self.optimizers().param_groups[0]["lr"]
         logged[SAMPLES_PER_S] = n / max(time.perf_counter() - self._since, 1e-9)
         logged[TRAIN_SAMPLES] = float(getattr(self.trainer.datamodule, "frames", 0))
+        sync = self.trainer.world_size > 1  # several learners: the mean over ranks (equal shards)
         for key, value in logged.items():
-            self.log(key, value, on_step=False, on_epoch=True)
+            self.log(key, value, on_step=False, on_epoch=True, sync_dist=sync)
         self._reset("train")
 
     @staticmethod
@@ -399,8 +400,11 @@ class BCModule(L.LightningModule):
             if f"aux_{name}_sum" in sums:
                 logged[f"val/aux_{name}"] = sums[f"aux_{name}_sum"] / n
         logged.update(self._category_accuracies("val", sums))
+        # Several learners validate on disjoint, equal shards (DistributedSampler): the mean over
+        # ranks is the whole set's, and every rank's checkpoint decision agrees.
+        sync = self.trainer.world_size > 1
         for key, value in logged.items():
-            self.log(key, value, on_step=False, on_epoch=True, prog_bar=key == VAL_ACCURACY)
+            self.log(key, value, on_step=False, on_epoch=True, prog_bar=key == VAL_ACCURACY, sync_dist=sync)
         if self._mid_epoch():  # validation every N steps: the training metrics up to here too
             self._log_train()
 

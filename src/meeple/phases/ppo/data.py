@@ -16,6 +16,7 @@ exactly where the saved one stood.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,7 @@ from torchrl.envs import EnvBase
 from meeple.data.collectors import build_collector
 from meeple.env_factory import backend_env
 from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
-from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams
+from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams, seed_process
 from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         self._resumed = False  # set by load_state_dict: the collector starts from a checkpoint
         self._saved_collector: dict | None = None
         self._snapshot_warned = False
+        self.ranks: list[dict] | None = None  # several learner processes: each rank's seeds (see _gather_rank_info)
 
     # -- lifecycle -------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -101,15 +103,18 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             return
         module = self.trainer.lightning_module
         seeds, saved = self.worker_seeds, self._saved_collector
-        exact = saved is not None and self.env_snapshots is not None and self._single_process()
+        world = self.trainer.world_size
+        exact = saved is not None and self.env_snapshots is not None and self._single_process() and world == 1
         if self._resumed and not exact:
             # No snapshot of the envs: fresh episodes on seeds that depend on where the run resumes.
             seeds = self.seeds.restart_seeds(Component.ENV, len(seeds), self.policy_version)
-            log.warning(
-                "resume is not bit-exact: %s; envs restart from fresh episodes",
-                "the checkpoint holds no env snapshot (backend without get_sim_state, or several "
-                "collector processes)" if saved is None else "this run cannot restore the saved env snapshot",
-            )
+            if world > 1:
+                why = "a checkpoint holds rank 0's envs only, so every rank restarts its own"
+            elif saved is None:
+                why = "the checkpoint holds no env snapshot (backend without get_sim_state, or several collector processes)"
+            else:
+                why = "this run cannot restore the saved env snapshot"
+            log.warning("resume is not bit-exact: %s; envs restart from fresh episodes", why)
         env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in seeds]
         prepare = getattr(module, "prepare_env", None)
         if prepare is not None:  # e.g. the league seats its networks before the first reset
@@ -154,6 +159,13 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         self._resumed = True
         if self.collector is not None:  # loaded into a running datamodule: rebuild at the next rollout
             self.teardown("fit")
+
+    def reseed_rank(self) -> None:
+        """A rank > 0 resuming: a checkpoint holds rank 0's generators, so this rank draws fresh
+        ones of its own (process RNG for action sampling, the shuffle), reproducible per resume point."""
+        process, shuffle = self.seeds.restart_seeds(Component.DATA, 2, self.policy_version)
+        seed_process(process)
+        self.generator.manual_seed(shuffle)
 
     def _single_process(self) -> bool:
         return self.collector_type == "sync" or (self.collector_type == "auto" and len(self.worker_seeds) == 1)
@@ -202,12 +214,15 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         collect_s = time.perf_counter() - start
         rollout["policy_version"] = torch.full(rollout.batch_size, self.policy_version, dtype=torch.int64)
         rollout = module.compute_advantages(rollout.to(module.device))
-        self.frames += rollout.numel()
-        self._record_stats(rollout, collect_s)
+        world = self.trainer.world_size
+        if world > 1 and self.ranks is None:
+            self.ranks = _gather_rank_info(self, rollout)
+        self.frames += rollout.numel() * world  # every rank collects as many (frames: the run's, all ranks)
+        self._record_stats(rollout, collect_s, world)
         self.policy_version += 1
         return rollout
 
-    def _record_stats(self, rollout: TensorDictBase, collect_s: float) -> None:
+    def _record_stats(self, rollout: TensorDictBase, collect_s: float, world: int = 1) -> None:
         done = rollout["next", "done"].squeeze(-1)
         if done.any():
             self._last_return = rollout["next", "episode_reward"].squeeze(-1)[done].float().mean().item()
@@ -215,7 +230,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         self.stats = {
             "train/frames": float(self.frames),
             "train/episodes": float(done.sum().item()),
-            FRAMES_PER_S: rollout.numel() / max(collect_s, 1e-9),
+            FRAMES_PER_S: world * rollout.numel() / max(collect_s, 1e-9),  # ranks collect in lockstep
             "perf/policy_lag": float(self.policy_version - rollout["policy_version"].min().item()),
         }
         # Mean over episodes that ended in this rollout (the last value carries over
@@ -223,6 +238,18 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         if self._last_return is not None:
             self.stats[TRAIN_RETURN] = self._last_return
             self.stats["train/episode_length"] = self._last_length
+
+
+def _gather_rank_info(dm: RolloutDataModule, rollout: TensorDictBase) -> list[dict]:
+    """Every rank's env seeds, sampling seed and a fingerprint of its first rollout (the run
+    directory records them: ranks that acted alike would show equal fingerprints)."""
+    key = "observation" if "observation" in rollout.keys() else "action"
+    digest = hashlib.sha256(rollout[key].detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+    mine = dict(rank=dm.trainer.global_rank, env_seeds=list(dm.worker_seeds), data_seed=dm.seeds.seed(Component.DATA),
+                first_rollout_sha256=digest)
+    gathered: list = [None] * dm.trainer.world_size
+    torch.distributed.all_gather_object(gathered, mine)
+    return gathered
 
 
 def _prepared(env_fn: Callable[[], EnvBase], prepare: Callable[[EnvBase], None]) -> EnvBase:
