@@ -4,6 +4,7 @@ the phase finds games through entry points (``meeple.games``) with a clear error
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint
+from types import SimpleNamespace
 
 import pytest
 from torch import nn
@@ -50,15 +51,28 @@ class DataModule(SeedStreams):
 
 
 class Trainer:
+    world_size, global_rank = 1, 0
+
     def __init__(self, seeds: PhaseSeeds) -> None:
         self.datamodule = DataModule(seeds)
+
+
+class RankOneTrainer(Trainer):
+    """Rank 1 of two: what rank 0 broadcasts is ``rank0``."""
+
+    world_size, global_rank = 2, 1
+
+    def __init__(self, seeds: PhaseSeeds, rank0) -> None:
+        super().__init__(seeds)
+        self.strategy = SimpleNamespace(broadcast=lambda value, src: rank0)
 
 
 class Module:
     """The parts of ``AlphaZeroModule`` the gate touches."""
 
-    def __init__(self) -> None:
+    def __init__(self, world_size: int = 1) -> None:
         self.net, self.best = nn.Linear(2, 2), nn.Linear(2, 2)
+        self.trainer = SimpleNamespace(world_size=world_size)
         self.generation = 0
         self.logged: dict[str, float] = {}
 
@@ -97,6 +111,17 @@ def test_gate_with_no_games_accepts_without_playing():
     AlphaZeroGate(game, games=0, threshold=0.9, num_simulations=1,
                   opening_moves=0).on_train_epoch_end(None, module)  # fmt: skip
     assert game.players == [] and module.generation == 1 and module.logged["gate/score"] == 1.0
+
+
+def test_on_rank_one_the_gate_takes_rank_zeros_match():
+    """Several learner processes: rank 0 plays the match; rank 1 plays none and promotes (or
+    not) from rank 0's broadcast score, so every rank keeps the same best network."""
+    game = ScriptedGame(MatchResult(0, 4, 0))  # what rank 1 would score on its own: rejected
+    module = Module(world_size=2)
+    gate = AlphaZeroGate(game, games=4, threshold=0.55, num_simulations=9, opening_moves=3)
+    gate.on_train_epoch_end(RankOneTrainer(PhaseSeeds(11, 0, rank=1), rank0=(0.75, 2.0)), module)
+    assert game.players == [] and game.matches == []
+    assert module.generation == 1 and module.logged["gate/score"] == 0.75 and module.logged["perf/gate_s"] == 2.0
 
 
 @pytest.fixture

@@ -130,8 +130,8 @@ def test_ddp_cannot_start_from_python_or_a_sweep(compose, in_tmp):
     with pytest.raises(ConfigError, match="which a sweep trial cannot start"):
         train(compose(["hardware=ddp_cpu", "debug=tiny", "tracking=none", "+trial.number=0"]))
     # Phase kinds that run in one process say so at validation.
-    with pytest.raises(ConfigError, match="phase=alphazero does not support"):
-        train(compose(["hardware=ddp_cpu", "+experiment=connect4_alphazero", "debug=tiny"]))
+    with pytest.raises(ConfigError, match="phase=packed_ppo does not support"):
+        train(compose(["hardware=ddp_cpu", "+experiment=pixels_ppo", "debug=tiny"]))
 
 
 @pytest.mark.parametrize("experiment, stages", [("cartpole_bc_ppo", 2), ("connect4_alphazero", 1)])
