@@ -42,6 +42,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "meeple.bench.chess",
         "chess perft nodes/s: native C++ vs python-chess and OpenSpiel (same positions and depths); self-play",
     ),
+    "collect": (
+        "meeple.bench.collect",
+        "env collection frames/s: the in-process default vs Ray actors (1, 2, 4) vs worker processes",
+    ),
     "export": (
         "meeple.bench.export",
         "exported policies: onnxruntime vs eager torch per decision, batch 1 and 64, CPU, 1 thread",

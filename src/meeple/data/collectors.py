@@ -10,7 +10,7 @@ from torchrl.envs import EnvBase
 
 from meeple.errors import ConfigError
 
-COLLECTOR_TYPES = ("auto", "sync", "multisync")
+COLLECTOR_TYPES = ("auto", "sync", "multisync", "ray")
 
 
 def build_collector(
@@ -20,18 +20,27 @@ def build_collector(
     *,
     frames_per_batch: int,
     policy_device: torch.device | str = "cpu",
+    options: dict | None = None,
+    restart_fn: Callable[[int, int], Callable[[], EnvBase]] | None = None,
 ) -> BaseCollector:
     """A collector yielding ``frames_per_batch`` frames per iteration, forever.
 
     ``env_fns`` holds one factory per worker. ``sync`` runs one worker in this
     process and acts with ``policy`` itself (no weight copy); ``multisync``
     runs one process per worker and receives weights through
-    ``update_policy_weights_()`` at rollout boundaries.
+    ``update_policy_weights_()`` at rollout boundaries; ``ray`` runs one Ray actor per worker
+    (``meeple.data.ray_actors``; ``restart_fn(worker, n)`` builds a dead actor's replacement).
     """
     if collector_type not in COLLECTOR_TYPES:
         raise ConfigError(f"collector.type={collector_type!r}; accepted: {', '.join(COLLECTOR_TYPES)}")
     if collector_type == "auto":
         collector_type = "sync" if len(env_fns) == 1 else "multisync"
+    if collector_type == "ray":  # ``options``: collector.address, collector.cpus_per_actor
+        from meeple.data.ray_actors import RayActorsCollector
+
+        options = options or {}
+        return RayActorsCollector(env_fns, policy, frames_per_batch=frames_per_batch, restart_fn=restart_fn,
+                                  address=options.get("address"), cpus_per_actor=float(options.get("cpus_per_actor", 1)))
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, auto_register_policy_transforms=False)
     if torch.device(policy_device).type != "cpu":
         # Envs step on the host; rollouts are stored there and moved to the learner per rollout.

@@ -56,6 +56,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
+        collector_options={k: v for k, v in cfg.collector.items() if k != "type"},
         env_snapshots=env_snapshots(envs.env_cfg, envs.transport_cfg),
         batch_unit=envs.unit,
     )

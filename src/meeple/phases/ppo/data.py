@@ -58,6 +58,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         collector_type: str,
         env_snapshots: EnvSnapshots | None = None,
         batch_unit: int = 1,
+        collector_options: dict | None = None,
     ) -> None:
         """``env_fn(num_envs=, seed=)`` builds one worker's batch of ``num_envs`` envs;
         ``env_snapshots`` (the backend's, optional) lets checkpoints capture its envs;
@@ -71,6 +72,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         self.ppo_epochs = ppo_epochs
         self.minibatch_size = minibatch_size
         self.collector_type = collector_type
+        self.collector_options = dict(collector_options or {})
         self.env_snapshots = env_snapshots
         self.batch_unit = batch_unit
         self.frames_per_batch = num_envs * len(self.worker_seeds) * rollout_steps
@@ -125,6 +127,8 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             module.policy,
             frames_per_batch=self.frames_per_batch,
             policy_device=module.device,
+            options=self.collector_options,
+            restart_fn=self._replacement_env_fn,
         )
         if self._resumed and exact:
             self._restore_collector(saved)
@@ -159,6 +163,13 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         self._resumed = True
         if self.collector is not None:  # loaded into a running datamodule: rebuild at the next rollout
             self.teardown("fit")
+
+    def _replacement_env_fn(self, worker: int, restart: int) -> Callable[[], EnvBase]:
+        """The env factory of a collector worker that replaces a dead one: fresh episodes on seeds
+        of its own (depending on the rollout and the restart count, so a rerun repeats them)."""
+        seed = self.seeds.restart_seeds(Component.ENV, len(self.worker_seeds) * (restart + 1),
+                                        self.policy_version)[len(self.worker_seeds) * restart + worker]
+        return partial(self.env_fn, num_envs=self.num_envs, seed=seed)
 
     def reseed_rank(self) -> None:
         """A rank > 0 resuming: a checkpoint holds rank 0's generators, so this rank draws fresh
