@@ -43,12 +43,12 @@ def test_unknown_backend_fails_before_building(compose):
 
 
 def test_unknown_collector_type(compose):
-    cfg = compose(["debug=tiny", "collector.type=ray"])
+    cfg = compose(["debug=tiny", "collector.type=spark"])
     parts = build_run(cfg)
-    with pytest.raises(ConfigError, match="collector.type='ray'; accepted: auto, sync, multisync"):
+    with pytest.raises(ConfigError, match="collector.type='spark'; accepted: auto, sync, multisync, ray"):
         from meeple.data.collectors import build_collector
 
-        build_collector("ray", [], parts.module.policy, frames_per_batch=8)
+        build_collector("spark", [], parts.module.policy, frames_per_batch=8)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error path")

@@ -65,6 +65,8 @@ class RayActorsCollector:
         except ImportError:
             raise ConfigError("collector=ray needs Ray: pip install -e '.[ray]'; accepted otherwise: "
                               "collector=auto, sync or multisync") from None
+        if not env_fns:
+            raise ConfigError("collector=ray needs at least one env worker; accepted: env.num_workers >= 1")
         if frames_per_batch % len(env_fns):
             raise ConfigError(f"collector=ray splits {frames_per_batch} frames over {len(env_fns)} actors unevenly")
         self._ray = ray
