@@ -70,7 +70,7 @@ def shared_master_seed(rank: int) -> int:
     return int(value)
 
 
-def shared_run_dir(rank: int) -> str | None:
+def shared_run_dir() -> str | None:
     """A rank > 0's run directory (rank 0's), or None when the run keeps no checkpoints."""
     return os.environ.get(RUN_DIR_VAR)
 

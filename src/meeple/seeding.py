@@ -137,6 +137,15 @@ class SeedStreams:
                          for name, position in positions.items()}
 
 
+def reseed_rank(seeds: PhaseSeeds, generator: torch.Generator, restart: int) -> None:
+    """A rank > 0 resuming from rank 0's checkpoint (rank 0's generators): fresh streams of this
+    rank's own for the process RNG (sampling) and ``generator`` (the shuffle), reproducible per
+    ``restart`` (the datamodule's progress: rollouts or iterations done)."""
+    process, shuffle = seeds.restart_seeds(Component.DATA, 2, restart)
+    seed_process(process)
+    generator.manual_seed(shuffle)
+
+
 def seed_process(seed: int) -> None:
     """Seed the global generators of torch, numpy and ``random`` in this process."""
     torch.manual_seed(seed)

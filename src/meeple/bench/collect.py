@@ -27,7 +27,7 @@ from meeple.jsonio import write_json_atomic
 def measure(collector_type: str, workers: int, rollouts: int) -> dict[str, Any]:
     from meeple.cli.train import build_run
     from meeple.config.compose import compose_config
-    from meeple.data.collectors import build_collector
+    from meeple.data.collectors import build_collector, collector_options
 
     cfg = compose_config(["tracking=none", "checkpoint=none", f"env.num_workers={workers}",
                           f"collector={collector_type}"])
@@ -36,7 +36,7 @@ def measure(collector_type: str, workers: int, rollouts: int) -> dict[str, Any]:
     env_fns = [partial(dm.env_fn, num_envs=dm.num_envs, seed=s) for s in dm.worker_seeds]
     start = time.perf_counter()
     collector = build_collector(collector_type, env_fns, policy, frames_per_batch=dm.frames_per_batch,
-                                options={k: v for k, v in cfg.collector.items() if k != "type"})
+                                options=collector_options(cfg.collector))
     try:
         batches = iter(collector)
         next(batches)  # warm-up: actors and env processes started, first episodes reset
@@ -68,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [("sync", 1)] + [("ray", n) for n in args.actors]
     if not args.no_multisync:
         plan += [("multisync", n) for n in args.actors if n > 1]
-    rows = []
-    for collector_type, workers in plan:
-        row = measure(collector_type, workers, args.rollouts)
-        rows.append(row)
+    rows = [measure(collector_type, workers, args.rollouts) for collector_type, workers in plan]
     base = rows[0]["frames_per_s"]
     print(f"{'collector':10s} {'workers':>7s} {'frames/s':>10s} {'x default':>9s} {'start-up s':>10s}")
     for row in rows:

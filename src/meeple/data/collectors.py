@@ -13,6 +13,11 @@ from meeple.errors import ConfigError
 COLLECTOR_TYPES = ("auto", "sync", "multisync", "ray")
 
 
+def collector_options(node) -> dict:
+    """The ``collector`` group's options besides its ``type`` (collector=ray: address, cpus_per_actor)."""
+    return {key: value for key, value in node.items() if key != "type"}
+
+
 def build_collector(
     collector_type: str,
     env_fns: Sequence[Callable[[], EnvBase]],

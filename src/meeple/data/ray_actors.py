@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from collections.abc import Callable, Sequence
 
 import torch
@@ -44,8 +45,6 @@ class _CollectorActor:
         return next(self.rollouts)
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     def close(self) -> None:
@@ -76,7 +75,7 @@ class RayActorsCollector:
             if address:
                 ray.init(address=address, **options)
             else:  # one logical CPU per actor even on a smaller machine (they mostly wait on envs)
-                ray.init(num_cpus=max(len(env_fns), 1) * cpus_per_actor, **options)
+                ray.init(num_cpus=len(env_fns) * cpus_per_actor, **options)
         self.policy = policy
         self.frames_per_actor = frames_per_batch // len(env_fns)
         self._actor_class = ray.remote(num_cpus=cpus_per_actor)(_CollectorActor)

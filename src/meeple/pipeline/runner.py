@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from meeple.checkpoint.callback import gate_path
 from meeple.checkpoint.io import copy_verified
@@ -96,8 +96,6 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
 def _check_can_launch_ranks(cfg: DictConfig, hardware: Any) -> None:
     """Lightning starts the other ranks by running this process's command line again: that must be
     ``python train.py ...`` (one run), not a sweep or a Python session."""
-    from omegaconf import OmegaConf
-
     where = f"hardware={hardware.name} runs {world_size(hardware)} learner processes (strategy=ddp)"
     if OmegaConf.select(cfg, "trial.number") is not None:
         raise ConfigError(f"{where}, which a sweep trial cannot start; accepted: a single-process profile in "
@@ -112,8 +110,7 @@ def _run_as_rank(cfg: DictConfig, plan: Plan, rank: int) -> dict[str, float]:
     0's run directory and with its master seed, writing nothing (no run directory, checkpoint
     file, MLflow run or progress bar of its own)."""
     quiet_rank(rank)
-    run_dir = shared_run_dir(rank)
-    session = follow_session(cfg, stages=[s.name for s in plan.stages], run_dir=run_dir, rank=rank)
+    session = follow_session(cfg, stages=[s.name for s in plan.stages], run_dir=shared_run_dir(), rank=rank)
     master = session.master_seed if session else shared_master_seed(rank)
     return _run_stages(cfg, plan, master, session, None, None, rank=rank)
 
@@ -173,7 +170,7 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
         else:
             metrics, steps = stage.kind.runner()(stage, stage_cfg, context)
         step += steps
-        if session is not None and rank == 0:
+        if session is not None:  # a following rank's session writes nothing
             session.mark_done(stage.index, dict(name=stage.name, kind=stage.kind.name, metrics=metrics,
                                                 steps=steps, step_end=step, finished=_now()))
         if pipeline_run is not None:

@@ -26,7 +26,7 @@ from torchrl.data.replay_buffers import RandomSampler
 
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame, SelfPlayEngine
-from meeple.seeding import Component, PhaseSeeds, SeedStreams, seed_process
+from meeple.seeding import Component, PhaseSeeds, SeedStreams, reseed_rank
 from meeple.tracking import keys
 
 log = logging.getLogger(__name__)
@@ -205,6 +205,10 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         return DataLoader(SelfPlayDataset(self), batch_size=None, collate_fn=lambda x: x)
 
     # -- checkpoint state ----------------------------------------------------------
+    def reseed_rank(self) -> None:
+        """A rank > 0 resuming: streams of its own instead of rank 0's (RolloutCheckpoint calls it)."""
+        reseed_rank(self.seeds, self.generator, self.iteration)
+
     def state_dict(self) -> dict:
         # The replay buffer (tens of MB at the default size) and the next game's id are saved,
         # so a resumed run samples the same minibatches and plays the same games as an
@@ -223,14 +227,6 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         self.generator.set_state(state["generator"])
         if self.engine is not None:
             self.engine.next_game_id = self.next_game_id
-
-
-    def reseed_rank(self) -> None:
-        """A rank > 0 resuming from rank 0's checkpoint (its replay, generator and game ids): this
-        rank samples and plays on streams of its own again, reproducible per resume point."""
-        process, shuffle = self.seeds.restart_seeds(Component.DATA, 2, self.iteration)
-        seed_process(process)
-        self.generator.manual_seed(shuffle)
 
 
 class SelfPlayDataset(IterableDataset):

@@ -8,6 +8,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from meeple.data.collectors import collector_options
 from meeple.env_factory import EnvSource, env_snapshots, env_source
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
@@ -56,7 +57,7 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
         ppo_epochs=phase.ppo_epochs,
         minibatch_size=phase.minibatch_size,
         collector_type=cfg.collector.type,
-        collector_options={k: v for k, v in cfg.collector.items() if k != "type"},
+        collector_options=collector_options(cfg.collector),
         env_snapshots=env_snapshots(envs.env_cfg, envs.transport_cfg),
         batch_unit=envs.unit,
     )

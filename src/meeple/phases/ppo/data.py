@@ -34,7 +34,7 @@ from torchrl.envs import EnvBase
 from meeple.data.collectors import build_collector
 from meeple.env_factory import backend_env
 from meeple.plugins.spec import EnvSnapshots, SnapshotUnsupported
-from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams, seed_process
+from meeple.seeding import Component, PhaseSeeds, SeedStream, SeedStreams, reseed_rank
 from meeple.tracking.keys import FRAMES_PER_S, TRAIN_RETURN
 
 log = logging.getLogger(__name__)
@@ -172,11 +172,8 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         return partial(self.env_fn, num_envs=self.num_envs, seed=seed)
 
     def reseed_rank(self) -> None:
-        """A rank > 0 resuming: a checkpoint holds rank 0's generators, so this rank draws fresh
-        ones of its own (process RNG for action sampling, the shuffle), reproducible per resume point."""
-        process, shuffle = self.seeds.restart_seeds(Component.DATA, 2, self.policy_version)
-        seed_process(process)
-        self.generator.manual_seed(shuffle)
+        """A rank > 0 resuming: streams of its own instead of rank 0's (RolloutCheckpoint calls it)."""
+        reseed_rank(self.seeds, self.generator, self.policy_version)
 
     def _single_process(self) -> bool:
         return self.collector_type == "sync" or (self.collector_type == "auto" and len(self.worker_seeds) == 1)
