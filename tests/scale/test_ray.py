@@ -15,7 +15,7 @@ import pytest
 import ray
 import torch
 
-from meeple.cli.train import build_run
+from meeple.cli.train import build_run, train
 from meeple.data.ray_actors import RayActorsCollector
 from meeple.errors import PeerLost
 from tests.conftest import REPO
@@ -77,7 +77,7 @@ def test_rollouts_use_the_pushed_weights_and_a_killed_actor_is_replaced(ray_head
         os.kill(collector.actor_pids()[1], signal.SIGKILL)
         after = next(batches)  # the dead actor's share comes from its replacement
         assert after.numel() == dm.frames_per_batch and replaced == [(1, 1)] and collector.restarts == 1
-        collector._restart_fn = None  # without replacements a death is an error naming the actor
+        collector.pool.restart_args = None  # without replacements a death is an error naming the actor
         os.kill(collector.actor_pids()[0], signal.SIGKILL)
         with pytest.raises(PeerLost, match="Ray actor 0 of collector=ray died"):
             next(batches)
@@ -92,3 +92,59 @@ def test_ray_without_the_package_names_the_extra(monkeypatch, compose):
 
     with pytest.raises(ConfigError, match=r"collector=ray needs Ray: pip install -e '.\[ray\]'"):
         RayActorsCollector([lambda: None], None, frames_per_batch=8)
+
+
+# AlphaZero: a deterministic self-play setting (tests/alphazero/test_resume.py): one worker, one
+# game, one leaf in flight, no cache, so each game is a function of the seed and its id alone.
+AZ = ["+experiment=connect4_alphazero", "debug=tiny", "callbacks.progress=null", "tracking=none",
+      "phase.iterations=3", "phase.callbacks.curves=null", "phase.selfplay.num_workers=1",
+      "phase.selfplay.games_per_worker=1", "phase.selfplay.leaves_per_game=1", "phase.selfplay.cache_size=0"]
+
+
+def test_alphazero_selfplay_on_two_ray_actors_learns_exactly_what_one_process_learns(
+        ray_head, compose, in_tmp, importable_tests):
+    from tests.alphazero.test_resume import learning
+
+    local = learning(train(compose([*AZ, "task_name=local"])))
+    on_ray = learning(train(compose([*AZ, "task_name=ray", "collector=ray", f"collector.address={ray_head}",
+                                     "collector.actors=2"])))
+    assert on_ray.pop("selfplay/actors") == 2 and "selfplay/actors" not in local
+    # The actors played the same games (game ids split between them) with the pushed weights, so
+    # every loss, gate score and strength number of the three iterations is the one-process one.
+    assert on_ray == local and local["selfplay/games"] == 3 * 4
+
+
+def test_a_killed_selfplay_actor_is_replaced_and_replays_its_games(ray_head):
+    from meeple.nets.az_resnet import build_az_resnet
+    from meeple.phases.alphazero.evaluator import TorchEvaluator
+    from meeple.phases.alphazero.ray_selfplay import RaySelfPlay
+    from meeple.plugins.registry import load_game
+
+    torch.manual_seed(0)
+    game = load_game("connect4")
+    builder = partial(build_az_resnet, channels=8, blocks=1)
+    net = builder(game.planes_shape, game.num_actions).eval()
+    options = dict(num_simulations=8, num_workers=1, games_per_worker=1, leaves_per_game=1, cache_size=0)
+    local = game.selfplay_engine(TorchEvaluator(net), seed=7, planes_buffers=None, **options)
+    remote = RaySelfPlay(lambda: net, game="connect4", net_builder=builder, seed=7, actors=2, address=ray_head,
+                         **options)
+    try:
+        local.next_game_id = remote.next_game_id = 10
+
+        def same(a, b):
+            assert list(a["moves"]) == list(b["moves"]) and (a["game_id"] == b["game_id"]).all()
+            for key in ("planes", "policy", "value", "game", "ply"):
+                assert (a[key] == b[key]).all(), key
+
+        same(local.run(5), remote.run(5))  # 3 + 2 games: ids 10-12 on actor 0, 13-14 on actor 1
+        os.kill(remote.actor_pids()[1], signal.SIGKILL)
+        same(local.run(4), remote.run(4))  # actor 1's replacement replays ids 17-18
+        assert remote.restarts == 1 and remote.next_game_id == local.next_game_id == 19
+        remote.pool.restart_args = None
+        os.kill(remote.actor_pids()[0], signal.SIGKILL)
+        with pytest.raises(PeerLost, match=r"Ray actor 0 of collector=ray \(self-play\) died"):
+            remote.run(2)
+    finally:
+        local.close()
+        remote.close()
+    assert not ray.is_initialized()

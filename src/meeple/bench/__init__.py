@@ -44,7 +44,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "collect": (
         "meeple.bench.collect",
-        "env collection frames/s: the in-process default vs Ray actors (1, 2, 4) vs worker processes",
+        "collection rate, in-process default vs Ray actors (1, 2, 4): PPO frames/s, AlphaZero positions/s",
     ),
     "export": (
         "meeple.bench.export",

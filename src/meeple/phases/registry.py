@@ -19,6 +19,10 @@ from omegaconf import DictConfig
 
 from meeple.errors import ConfigError
 
+# collector.type groups (meeple.data.collectors.COLLECTOR_TYPES; not imported: it needs torch).
+IN_PROCESS = ("auto", "sync")
+ALL_COLLECTORS = (*IN_PROCESS, "multisync", "ray")
+
 
 @dataclass(frozen=True)
 class PhaseKind:
@@ -39,6 +43,8 @@ class PhaseKind:
     # .mark_actor_critic_factory), found by importing the model's `_target_` while validating.
     model_kind: str = ""
     distributed: bool = False  # trains on several learner processes (hardware.strategy=ddp)
+    # collector.type values the phase honours; None: it collects nothing (collector= is unused)
+    collectors: tuple[str, ...] | None = IN_PROCESS
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -73,15 +79,16 @@ def _kinds() -> dict[str, PhaseKind]:
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=ALL_COLLECTORS),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
                   models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
-                  models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet", distributed=True),
+                  models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet", distributed=True,
+                  collectors=(*IN_PROCESS, "ray")),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=None),
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
-                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=ALL_COLLECTORS),
         PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
@@ -110,6 +117,7 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("config group 'phase' is missing; pick one with phase=<option>")
     kind = phase_kind(cfg.phase.get("name"))
     _check_distributed(hardware, kind)
+    _check_collector(cfg, hardware, kind)
     _check_model(cfg, kind)
     phase = checked(cfg, "phase", kind.schema)
     kind.check(cfg, phase)
@@ -128,6 +136,31 @@ def _check_distributed(hardware: Any, kind: PhaseKind) -> None:
             f"phase={kind.name} does not support; accepted: a single-process hardware profile (e.g. hardware=cpu), "
             f"or a phase that trains on several ({accepted})"
         )
+
+
+def _check_collector(cfg: DictConfig, hardware: Any, kind: PhaseKind) -> None:
+    """``collector=`` must be one the phase collects with (never silently unused), and Ray's
+    options must fit the run."""
+    from meeple.distributed import world_size
+
+    node = cfg.get("collector") or {}
+    ctype = node.get("type", "auto")
+    if kind.collectors is not None and ctype not in kind.collectors:
+        raise ConfigError(f"collector={ctype} is not one phase={kind.name} collects with; accepted: "
+                          f"{', '.join('collector=' + c for c in kind.collectors)}")
+    if ctype != "ray" or kind.collectors is None:
+        return
+    actors = node.get("actors")
+    if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
+        raise ConfigError(f"collector.actors={actors!r}; accepted: null or an integer >= 1")
+    workers = int((cfg.get("env") or {}).get("num_workers") or 1)
+    if kind.name != "alphazero" and actors is not None and actors != workers:
+        raise ConfigError(f"collector.actors={actors}, but phase={kind.name} runs one Ray actor per env worker "
+                          f"(env.num_workers={workers}); accepted: collector.actors=null or env.num_workers={actors}")
+    if world_size(hardware) > 1 and not node.get("address"):
+        raise ConfigError(f"collector=ray with hardware={hardware.name} ({world_size(hardware)} learner processes) "
+                          "needs a running cluster every rank joins: start one with `ray start --head`; accepted: "
+                          "collector.address=auto or host:port")
 
 
 def _check_model(cfg: DictConfig, kind: PhaseKind) -> None:

@@ -69,6 +69,7 @@ ENGINE_METRICS = {
     "cache_hit_rate": "selfplay/cache_hit_rate",
     "collisions": "selfplay/collisions",
     "wall_s": "selfplay/wall_s",
+    "actors": "selfplay/actors",  # collector=ray: the Ray actors that played the iteration
 }
 
 
@@ -115,11 +116,14 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         min_replay: int,
         augment_mirror: bool,
         engine: dict[str, Any],
+        engine_factory: Callable[..., SelfPlayEngine] | None = None,
         progress: bool = True,
     ) -> None:
         """``engine``: keyword options of ``game.selfplay_engine`` (native Connect Four:
         workers, batch size, simulations, noise, temperature, ...); the evaluator and seed come
-        from here."""
+        from here. ``engine_factory(seed=..., **engine)``: an engine that plays elsewhere
+        (``collector=ray``: :class:`meeple.phases.alphazero.ray_selfplay.RaySelfPlay`) instead of
+        ``game.selfplay_engine`` in this process."""
         super().__init__()
         self.game = game
         self.seeds = seeds
@@ -129,6 +133,7 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         self.min_replay = min_replay
         self.augment_mirror = augment_mirror
         self.engine_kwargs = dict(engine)
+        self.engine_factory = engine_factory
         self.progress = progress
         self.generator = torch.Generator().manual_seed(seeds.seed(Component.DATA))
         self.replay = ReplayBuffer(
@@ -151,16 +156,20 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
 
     def _start(self) -> None:
         net = self.network()
-        if self.evaluator is None:
-            device = next(net.parameters()).device
-            self.evaluator = TorchEvaluator(net, device)
-            buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)),
-                                                    self.game.planes_shape)
+        if self.engine is None:
             # One engine for the whole run: game ids (and their random streams) keep counting.
-            self.engine = self.game.selfplay_engine(self.evaluator, seed=self.seeds.seed(Component.ENV),
-                                                    planes_buffers=buffers, **self.engine_kwargs)
+            seed = self.seeds.seed(Component.ENV)
+            if self.engine_factory is not None:  # reads network() itself at every run
+                self.engine = self.engine_factory(seed=seed, **self.engine_kwargs)
+            else:
+                self.evaluator = TorchEvaluator(net, next(net.parameters()).device)
+                buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)),
+                                                        self.game.planes_shape)
+                self.engine = self.game.selfplay_engine(self.evaluator, seed=seed, planes_buffers=buffers,
+                                                        **self.engine_kwargs)
             self.engine.next_game_id = self.next_game_id
-        self.evaluator.net = net
+        if self.evaluator is not None:
+            self.evaluator.net = net
 
     def teardown(self, stage: str) -> None:
         if self.engine is not None:
