@@ -122,6 +122,59 @@ def test_a_killed_rank_stops_the_run_with_one_line_and_resume_continues(tmp_path
     assert record["step_end"] == (step // 16 + 6) * 16  # 16 optimiser steps a rollout
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_nodes_started_by_hand_train_as_one_run(tmp_path):
+    """The several-machines recipe (docs/scaling.md) with both "nodes" on 127.0.0.1: node 0 is
+    started first, node 1 with its NODE_RANK and the run directory and master seed node 0 printed."""
+    import threading
+
+    nodes = ["debug=tiny", "hardware.devices=1", "hardware.num_nodes=2", "seed=3"]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    node0 = subprocess.Popen(command(tmp_path, *nodes), cwd=tmp_path, env=dict(env, NODE_RANK="0"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    printed: dict[str, str] = {}
+    both = threading.Event()
+
+    def read() -> None:  # drains node 0's output (a full pipe would stop it) and finds the two lines
+        for line in node0.stdout:
+            lines.append(line)
+            for key in ("run directory", "master seed"):
+                if f"- {key} " in line:
+                    printed[key] = line.split(f"- {key} ", 1)[1].split()[0]
+            if len(printed) == 2:
+                both.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # node 0 logs both before it waits for node 1 at the first fit
+        assert both.wait(300), "".join(lines)[-3000:]
+        node1 = subprocess.run(command(tmp_path, *nodes), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                               env=dict(env, NODE_RANK="1", MEEPLE_RUN_DIR=printed["run directory"],
+                                        MEEPLE_MASTER_SEED=printed["master seed"]))
+        assert node0.wait(120) == 0, "".join(lines)[-3000:]
+    finally:
+        if node0.poll() is None:
+            node0.kill()
+    reader.join(10)
+    assert node1.returncode == 0, node1.stderr[-3000:]
+    assert printed["master seed"] == "3"
+    run = the_run(tmp_path)  # node 1 made no run directory of its own
+    assert str(run.path) == printed["run directory"]
+    ranks = json.loads((run.phase_dir(0) / "ranks.json").read_text())
+    assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["env_seeds"] != ranks[1]["env_seeds"]
+    record = json.loads((run.phase_dir(0) / "done.json").read_text())
+    assert record["metrics"]["train/frames"] == 2 * 3 * 32  # both nodes' frames, as with 2 local ranks
+
+
 def test_ddp_cannot_start_from_python_or_a_sweep(compose, in_tmp):
     # Lightning starts the other ranks by running this process's command again: from pytest (or a
     # notebook, or a sweep trial) that would be the wrong command.

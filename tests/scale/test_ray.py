@@ -51,6 +51,21 @@ def test_ppo_trains_with_two_ray_actors(ray_head, tmp_path):
     assert record["metrics"]["train/frames"] == 2 * 2 * 16 and record["metrics"]["perf/policy_lag"] == 0
 
 
+def test_ddp_ranks_collect_through_one_cluster(ray_head, tmp_path):
+    # hardware=ddp_cpu: each of the 2 learner ranks joins the running head with its own actor.
+    done = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "hardware=ddp_cpu", "collector=ray", f"collector.address={ray_head}",
+         "env.num_workers=1", "debug=tiny", f"checkpoint.root={tmp_path}/runs",
+         f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"paths.output_root={tmp_path}/out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    ranks = json.loads((run / "phase0" / "ranks.json").read_text())
+    assert ranks[0]["first_rollout_sha256"] != ranks[1]["first_rollout_sha256"]  # each rank's own seeds
+    record = json.loads((run / "phase0" / "done.json").read_text())
+    assert record["metrics"]["train/frames"] == 2 * 3 * 32  # 2 ranks x 3 tiny rollouts, all through Ray
+
+
 def test_rollouts_use_the_pushed_weights_and_a_killed_actor_is_replaced(ray_head, compose):
     parts = build_run(compose(["debug=tiny", "env.num_workers=2", "tracking=none", "checkpoint=none"]))
     dm, policy = parts.datamodule, parts.module.policy
