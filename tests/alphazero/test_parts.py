@@ -100,3 +100,27 @@ def test_torch_evaluator_drives_native_search():
     assert net.training  # restored after evaluating in eval mode
     a, b = evaluator.planes_buffers(16, mn.OBS_SHAPE)
     assert a.shape == (16, 3, 6, 7) and a.data_ptr() != b.data_ptr()
+
+
+def test_runs_of_game_id_ranges_merge_into_the_whole_run():
+    """What collector=ray does with its actors' outputs (meeple.phases.alphazero.ray_selfplay),
+    without Ray: engines playing ids 0-2 and 3-4 merge into one engine's run of ids 0-4."""
+    from meeple.phases.alphazero.ray_selfplay import merge_runs
+    from meeple_native import SelfPlay
+
+    options = dict(num_simulations=8, num_workers=1, games_per_worker=1, leaves_per_game=1, cache_size=0, seed=5)
+
+    def play(first: int, games: int) -> dict:
+        with SelfPlay("uniform", **options) as engine:
+            engine.next_game_id = first
+            return engine.run(games)
+
+    whole, merged = play(0, 5), merge_runs([play(0, 3), play(3, 2)], wall_s=2.0)
+    assert merged.keys() == whole.keys()
+    for key in whole.keys() - {"metrics"}:
+        assert np.array_equal(np.asarray(merged[key]), np.asarray(whole[key])), key
+    got, want = merged["metrics"], whole["metrics"]
+    for key in ("games", "positions", "simulations", "evaluations", "batches", "terminal_leaves"):
+        assert got[key] == want[key], key
+    assert got["batch_size_hist"] == want["batch_size_hist"] and got["mean_batch_size"] == want["mean_batch_size"]
+    assert got["positions_per_s"] == want["positions"] / 2.0 and got["actors"] == 2

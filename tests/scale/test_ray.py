@@ -59,6 +59,7 @@ def test_ddp_ranks_collect_through_one_cluster(ray_head, tmp_path):
          f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"paths.output_root={tmp_path}/out"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "collector=ray: 1 Ray actor(s) on auto" in done.stdout  # rank 0's line (rank 1 logs warnings only)
     (run,) = (tmp_path / "runs").iterdir()
     ranks = json.loads((run / "phase0" / "ranks.json").read_text())
     assert ranks[0]["first_rollout_sha256"] != ranks[1]["first_rollout_sha256"]  # each rank's own seeds
@@ -127,6 +128,17 @@ def test_alphazero_selfplay_on_two_ray_actors_learns_exactly_what_one_process_le
     # The actors played the same games (game ids split between them) with the pushed weights, so
     # every loss, gate score and strength number of the three iterations is the one-process one.
     assert on_ray == local and local["selfplay/games"] == 3 * 4
+
+
+def test_a_failed_run_leaves_no_actors_and_no_ray_behind(ray_head, compose, in_tmp, importable_tests):
+    from tests.checkpoint.helpers import SimulatedCrash
+    from tests.checkpoint.test_resume import stop_after
+
+    with pytest.raises(SimulatedCrash):  # raised at the end of the first iteration, inside fit
+        train(compose([*AZ, "collector=ray", f"collector.address={ray_head}", *stop_after(1)]))
+    # Lightning tears a datamodule down only after a fit that ends normally; on_exception does it
+    # here, or a sweep's next trial would find this trial's actors holding the cluster's CPUs.
+    assert not ray.is_initialized()
 
 
 def test_a_killed_selfplay_actor_is_replaced_and_replays_its_games(ray_head):

@@ -64,6 +64,7 @@ def test_unknown_collector_type(compose):
          r"collector\.actors=0; accepted: null or an integer >= 1"),
         (["collector=ray", "env.num_workers=2", "collector.actors=3"],
          r"collector\.actors=3, but phase=ppo runs one Ray actor per env worker \(env\.num_workers=2\)"),
+        (["collector=ray", "collector.cpus_per_actor=0"], r"collector\.cpus_per_actor=0; accepted: a number > 0"),
         (["collector=ray", "hardware=ddp_cpu"],
          r"collector=ray with hardware=ddp_cpu \(2 learner processes\) needs a running cluster.*collector\.address=auto"),
     ],

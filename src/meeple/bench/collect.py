@@ -72,8 +72,8 @@ def measure_selfplay(actors: int, games: int, iterations: int, cpus_per_actor: f
     torch.set_num_threads(int(cfg.hardware.torch_threads))
     dm = build_run(cfg).datamodule
     start = time.perf_counter()
-    dm._start()  # the engine (and the actors) the phase's first iteration starts
     try:
+        dm._start()  # the engine (and the actors) the phase's first iteration starts
         dm.engine.run(8)  # warm-up: actors started, network copies loaded
         setup_s = time.perf_counter() - start
         positions = played = 0

@@ -7,8 +7,8 @@ Shared by the two things ``collector=ray`` runs in Ray actors: PPO's env collect
 ``address``: None starts a Ray instance in this process (stopped by :meth:`RayActorPool.shutdown`);
 an address (``host:port``, or ``auto``) joins a running cluster (``ray start --head`` on one
 machine, ``ray start --address=...`` on the others). An actor that dies during a round is
-replaced once per round with the arguments ``restart_args(index, restarts)`` gives and asked
-again; a second death in the same round, or a death without ``restart_args``, is
+replaced with the arguments ``restart_args(index, restarts)`` gives and asked again (each actor
+at most once per round); a replacement that dies too, or a death without ``restart_args``, is
 :class:`~meeple.errors.PeerLost` naming the actor.
 """
 
@@ -59,10 +59,16 @@ class RayActorPool:
                 ray.init(address=address, **options)
             else:  # one logical CPU per actor even on a smaller machine (they mostly wait)
                 ray.init(num_cpus=len(actor_args) * cpus_per_actor, **options)
-        self._remote_class = ray.remote(num_cpus=cpus_per_actor)(actor_class)
         self.restart_args = restart_args
         self.restarts = 0
-        self.actors = [self._remote_class.remote(*args) for args in actor_args]
+        self.actors = []
+        try:
+            self._remote_class = ray.remote(num_cpus=cpus_per_actor)(actor_class)
+            self.actors = [self._remote_class.remote(*args) for args in actor_args]
+        except BaseException:
+            self.shutdown(close_method=None)  # a Ray instance started here is not left running
+            raise
+        log.info("%s: %d Ray actor(s) on %s", what, len(self.actors), address or "a Ray instance in this process")
 
     def __len__(self) -> int:
         return len(self.actors)

@@ -150,6 +150,9 @@ def _check_collector(cfg: DictConfig, hardware: Any, kind: PhaseKind) -> None:
                           f"{', '.join('collector=' + c for c in kind.collectors)}")
     if ctype != "ray" or kind.collectors is None:
         return
+    cpus = node.get("cpus_per_actor", 1)
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0:
+        raise ConfigError(f"collector.cpus_per_actor={cpus!r}; accepted: a number > 0 (Ray's logical CPUs per actor)")
     actors = node.get("actors")
     if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
         raise ConfigError(f"collector.actors={actors!r}; accepted: null or an integer >= 1")

@@ -177,6 +177,9 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
             self.engine = None
             self.evaluator = None
 
+    def on_exception(self, exception: BaseException) -> None:
+        self.teardown("fit")  # as RolloutDataModule.on_exception: no engine threads or Ray actors left behind
+
     # -- one iteration -----------------------------------------------------------
     def generate(self) -> None:
         """Play one iteration's games (repeating until the buffer holds ``min_replay`` samples)."""

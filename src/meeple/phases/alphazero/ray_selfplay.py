@@ -25,11 +25,11 @@ from meeple.plugins.registry import load_game
 
 DEFAULT_ACTORS = 2  # collector.actors: null
 
-# Per-position and per-game outputs of a SelfPlayEngine run (meeple.plugins.spec.SelfPlayEngine).
-POSITION_KEYS = ("planes", "policy", "value", "legal", "game", "ply", "full")
-GAME_KEYS = ("game_id", "winner")
+# Engine metrics that are counts over a run (summed over the actors); rates are recomputed from them.
 SUMMED_METRICS = ("games", "positions", "simulations", "evaluations", "batches", "evaluator_s", "cache_lookups",
                   "cache_hits", "collisions", "terminal_leaves")
+MEAN_METRICS = ("evaluator_idle_fraction", "evaluator_wait_fraction")
+WORST_METRICS = ("queue_latency_p50_us", "queue_latency_p99_us")
 
 
 class _SelfPlayActor(ActorProcess):
@@ -62,29 +62,38 @@ def split_games(games: int, actors: int) -> list[int]:
 
 
 def merge_runs(outs: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
-    """The actors' outputs (in game-id order) as one engine run's: positions and games concatenated
-    (``game``, the index of a position's game within the run, offset per actor), counts summed and
-    rates recomputed over the wall time of the whole round. Queue latencies are the worst actor's."""
+    """The actors' outputs (in game-id order) as one engine run's: every per-position and per-game
+    output concatenated (``game``, the index of a position's game within the run, offset per
+    actor), count metrics summed, rates recomputed over the wall time of the whole round, shares
+    averaged, queue latencies the worst actor's; other metrics (the engine's settings) are the
+    first actor's. Metrics an engine does not report stay out."""
     merged: dict[str, Any] = {}
-    offsets = np.cumsum([0] + [len(out["winner"]) for out in outs[:-1]])
-    for key in POSITION_KEYS:
-        if key in outs[0]:
-            parts = [out[key] + offset if key == "game" else out[key] for out, offset in zip(outs, offsets, strict=True)]
-            merged[key] = np.concatenate(parts)
-    for key in GAME_KEYS:
-        merged[key] = np.concatenate([out[key] for out in outs])
-    merged["moves"] = [moves for out in outs for moves in out["moves"]]
+    games = [len(out["winner"]) for out in outs]
+    for key, first in outs[0].items():
+        if key == "metrics":
+            continue
+        parts = [out[key] for out in outs]
+        if key == "game":  # positions' game index within each actor's run
+            parts = [part + sum(games[:i]) for i, part in enumerate(parts)]
+        merged[key] = [x for part in parts for x in part] if isinstance(first, list) else np.concatenate(parts)
     each = [out["metrics"] for out in outs]
-    metrics: dict[str, Any] = {key: sum(m[key] for m in each) for key in SUMMED_METRICS if key in each[0]}
-    metrics.update(wall_s=wall_s, actors=len(outs), stopped=any(m.get("stopped", False) for m in each),
-                   simulations_per_s=metrics["simulations"] / wall_s, positions_per_s=metrics["positions"] / wall_s,
-                   games_per_h=3600 * metrics["games"] / wall_s,
-                   mean_batch_size=metrics["evaluations"] / max(metrics["batches"], 1),
-                   cache_hit_rate=metrics["cache_hits"] / max(metrics["cache_lookups"], 1),
-                   evaluator_idle_fraction=float(np.mean([m["evaluator_idle_fraction"] for m in each])),
-                   queue_latency_p50_us=max(m["queue_latency_p50_us"] for m in each),
-                   queue_latency_p99_us=max(m["queue_latency_p99_us"] for m in each))
-    metrics["mean_fill_ratio"] = metrics["mean_batch_size"] / each[0]["batch_size"]
+    metrics: dict[str, Any] = dict(each[0])
+    metrics.update({key: sum(m[key] for m in each) for key in SUMMED_METRICS if all(key in m for m in each)})
+    metrics.update({key: float(np.mean([m[key] for m in each])) for key in MEAN_METRICS if all(key in m for m in each)})
+    metrics.update({key: max(m[key] for m in each) for key in WORST_METRICS if all(key in m for m in each)})
+    if all("batch_size_hist" in m for m in each):
+        metrics["batch_size_hist"] = np.sum([np.asarray(m["batch_size_hist"]) for m in each], axis=0).tolist()
+    metrics.update(wall_s=wall_s, actors=len(outs), stopped=any(m.get("stopped", False) for m in each))
+    rates = {"simulations_per_s": ("simulations", 1), "positions_per_s": ("positions", 1), "games_per_h": ("games", 3600)}
+    for rate, (count, scale) in rates.items():
+        if count in metrics:
+            metrics[rate] = scale * metrics[count] / wall_s
+    if "evaluations" in metrics and "batches" in metrics:
+        metrics["mean_batch_size"] = metrics["evaluations"] / max(metrics["batches"], 1)
+        if "batch_size" in metrics:
+            metrics["mean_fill_ratio"] = metrics["mean_batch_size"] / metrics["batch_size"]
+    if "cache_hits" in metrics and "cache_lookups" in metrics:
+        metrics["cache_hit_rate"] = metrics["cache_hits"] / max(metrics["cache_lookups"], 1)
     merged["metrics"] = metrics
     return merged
 
@@ -105,6 +114,8 @@ class RaySelfPlay:
                                  cpus_per_actor=cpus_per_actor, restart_args=lambda _index, _restarts: args)
 
     def run(self, games: int) -> dict[str, Any]:
+        if games < 1:
+            raise ValueError(f"RaySelfPlay.run({games}); accepted: games >= 1")
         shares = split_games(games, len(self.pool))
         firsts = self.next_game_id + np.cumsum([0] + shares[:-1])
         weights = self.pool.put({k: v.detach().cpu() for k, v in self.network().state_dict().items()})

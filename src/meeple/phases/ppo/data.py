@@ -141,6 +141,12 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             self.collector = None
             self._batches = None
 
+    def on_exception(self, exception: BaseException) -> None:
+        # Lightning tears a datamodule down only after a fit that ends normally: without this a
+        # failed or pruned run would leave its collector's processes (and Ray) behind in this
+        # process, e.g. for a sweep's next trial.
+        self.teardown("fit")
+
     # -- checkpoint state (Lightning stores it with every checkpoint) ---------
     def state_dict(self) -> dict:
         return {
