@@ -123,11 +123,19 @@ def test_a_killed_rank_stops_the_run_with_one_line_and_resume_continues(tmp_path
 
 
 def _free_port() -> int:
+    """A free port below the kernel's ephemeral range (32768+ on Linux), so no outgoing connection
+    of another test takes it between this check and node 0's bind seconds later."""
+    import random
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    for port in random.Random().sample(range(20000, 32000), 50):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def test_two_nodes_started_by_hand_train_as_one_run(tmp_path):
