@@ -74,6 +74,7 @@ def measure_selfplay(actors: int, games: int, iterations: int, cpus_per_actor: f
     start = time.perf_counter()
     try:
         dm._start()  # the engine (and the actors) the phase's first iteration starts
+        threads = getattr(dm.engine, "torch_threads", torch.get_num_threads())  # an actor's, or this process's
         dm.engine.run(8)  # warm-up: actors started, network copies loaded
         setup_s = time.perf_counter() - start
         positions = played = 0
@@ -85,8 +86,7 @@ def measure_selfplay(actors: int, games: int, iterations: int, cpus_per_actor: f
     finally:
         dm.teardown("fit")
     return dict(collector="ray" if actors else "local", workers=actors or 1, games=played, positions=positions,
-                seconds=seconds, positions_per_s=positions / seconds, setup_s=setup_s,
-                torch_threads=max(1, int(cpus_per_actor)) if actors else torch.get_num_threads())
+                seconds=seconds, positions_per_s=positions / seconds, setup_s=setup_s, torch_threads=threads)
 
 
 def _print_table(rows: list[dict[str, Any]], rate: str) -> None:

@@ -156,10 +156,6 @@ def _check_collector(cfg: DictConfig, hardware: Any, kind: PhaseKind) -> None:
     actors = node.get("actors")
     if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
         raise ConfigError(f"collector.actors={actors!r}; accepted: null or an integer >= 1")
-    workers = int((cfg.get("env") or {}).get("num_workers") or 1)
-    if kind.name != "alphazero" and actors is not None and actors != workers:
-        raise ConfigError(f"collector.actors={actors}, but phase={kind.name} runs one Ray actor per env worker "
-                          f"(env.num_workers={workers}); accepted: collector.actors=null or env.num_workers={actors}")
     if world_size(hardware) > 1 and not node.get("address"):
         raise ConfigError(f"collector=ray with hardware={hardware.name} ({world_size(hardware)} learner processes) "
                           "needs a running cluster every rank joins: start one with `ray start --head`; accepted: "

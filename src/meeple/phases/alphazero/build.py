@@ -34,7 +34,6 @@ def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePar
         # In place (state_dict keys unchanged), so the gate's weight copy still matches.
         module.net.compile()
         module.best.compile()
-    selfplay = OmegaConf.to_container(cfg.phase.selfplay, resolve=True)
     datamodule = SelfPlayDataModule(
         game=game,
         seeds=seeds,
@@ -44,22 +43,21 @@ def build_alphazero(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePar
         replay_size=phase.replay_size,
         min_replay=phase.min_replay,
         augment_mirror=phase.augment_mirror,
-        engine=selfplay,
-        engine_factory=_ray_engine(cfg, phase, lambda: module.best),
+        engine=OmegaConf.to_container(cfg.phase.selfplay, resolve=True),
+        engine_factory=_ray_engine(cfg, phase),
     )
     datamodule.attach(lambda: module.best)
     gate = AlphaZeroGate(game, **asdict(phase.gate))
     return PhaseParts(module=module, datamodule=datamodule, max_epochs=phase.iterations, callbacks={"gate": gate})
 
 
-def _ray_engine(cfg: DictConfig, phase: AlphaZeroPhase, network):
+def _ray_engine(cfg: DictConfig, phase: AlphaZeroPhase):
     """With ``collector=ray``, the factory of self-play in Ray actors; otherwise None (in process)."""
     if cfg.collector.type != "ray":
         return None
     from meeple.phases.alphazero.ray_selfplay import DEFAULT_ACTORS, RaySelfPlay
 
     options = collector_options(cfg.collector)
-    cpus = float(options.get("cpus_per_actor", 1))
-    return partial(RaySelfPlay, network, game=phase.game, net_builder=instantiate(cfg.model),
+    return partial(RaySelfPlay, game=phase.game, net_builder=instantiate(cfg.model),
                    actors=int(options.get("actors") or DEFAULT_ACTORS), address=options.get("address"),
-                   cpus_per_actor=cpus, torch_threads=max(1, int(cpus)))  # the network uses the actor's CPUs
+                   cpus_per_actor=float(options.get("cpus_per_actor", 1)))

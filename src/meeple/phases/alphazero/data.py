@@ -121,7 +121,7 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
     ) -> None:
         """``engine``: keyword options of ``game.selfplay_engine`` (native Connect Four:
         workers, batch size, simulations, noise, temperature, ...); the evaluator and seed come
-        from here. ``engine_factory(seed=..., **engine)``: an engine that plays elsewhere
+        from here. ``engine_factory(network, seed=..., **engine)``: an engine that plays elsewhere
         (``collector=ray``: :class:`meeple.phases.alphazero.ray_selfplay.RaySelfPlay`) instead of
         ``game.selfplay_engine`` in this process."""
         super().__init__()
@@ -160,7 +160,7 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
             # One engine for the whole run: game ids (and their random streams) keep counting.
             seed = self.seeds.seed(Component.ENV)
             if self.engine_factory is not None:  # reads network() itself at every run
-                self.engine = self.engine_factory(seed=seed, **self.engine_kwargs)
+                self.engine = self.engine_factory(self.network, seed=seed, **self.engine_kwargs)
             else:
                 self.evaluator = TorchEvaluator(net, next(net.parameters()).device)
                 buffers = self.evaluator.planes_buffers(int(self.engine_kwargs.get("batch_size", 16)),

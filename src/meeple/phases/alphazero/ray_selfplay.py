@@ -103,12 +103,14 @@ class RaySelfPlay:
 
     def __init__(self, network: Callable[[], nn.Module], *, game: str, net_builder: Callable[..., nn.Module],
                  seed: int, actors: int, address: str | None = None, cpus_per_actor: float = 1.0,
-                 torch_threads: int = 1, **engine_kwargs: Any) -> None:
+                 **engine_kwargs: Any) -> None:
         """``network()``: the net whose weights play the next run (the gate's current best);
-        ``net_builder(planes_shape, num_actions)``: an uninitialised copy of it, built in each actor."""
+        ``net_builder(planes_shape, num_actions)``: an uninitialised copy of it, built in each actor,
+        whose forwards use the actor's CPUs (``cpus_per_actor`` torch threads, at least 1)."""
         self.network = network
         self.next_game_id = 0
-        args = (game, net_builder, seed, engine_kwargs, torch_threads)
+        self.torch_threads = max(1, int(cpus_per_actor))
+        args = (game, net_builder, seed, engine_kwargs, self.torch_threads)
         # A replacement has the same arguments: it replays the dead actor's game ids exactly.
         self.pool = RayActorPool(_SelfPlayActor, [args] * actors, what="collector=ray (self-play)", address=address,
                                  cpus_per_actor=cpus_per_actor, restart_args=lambda _index, _restarts: args)

@@ -80,8 +80,8 @@ def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
     require(s.kl_epochs.threshold is None or s.kl_epochs.threshold > 0, "phase.schedule.kl_epochs.threshold",
             s.kl_epochs.threshold, "null or a float > 0")
     # The pool's networks are handed to the env object itself: one process collects.
-    workers, collector = int(cfg.env.num_workers), cfg.get("collector", {}).get("type", "sync")
-    if workers != 1 or collector not in ("sync", "auto"):
+    # (collector= other than auto/sync is refused before this: PhaseKind.collectors)
+    workers = int(cfg.env.num_workers)
+    if workers != 1:
         raise ConfigError(f"phase=league collects in this process (the env seats the pool's networks): "
-                          f"env.num_workers={workers}, collector.type={collector}; accepted: env.num_workers=1 "
-                          "with collector=sync or auto")
+                          f"env.num_workers={workers}; accepted: env.num_workers=1 with collector=sync or auto")

@@ -81,6 +81,11 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     num_envs, num_workers = int(env.num_envs), int(env.num_workers)
     require(num_envs >= 1, "env.num_envs", num_envs, "an integer >= 1")
     require(num_workers >= 1, "env.num_workers", num_workers, "an integer >= 1")
+    actors = (cfg.get("collector") or {}).get("actors")  # collector=ray: one Ray actor per env worker
+    if actors is not None and actors != num_workers:
+        raise ConfigError(f"collector.actors={actors}, but phase={phase.name} runs one Ray actor per env worker "
+                          f"(env.num_workers={num_workers}); accepted: collector.actors=null or "
+                          f"env.num_workers={actors}")
     frames = num_envs * num_workers * phase.rollout_steps
     if phase.minibatch_size > frames:
         raise ConfigError(
