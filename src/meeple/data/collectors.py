@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torchrl.collectors import BaseCollector, Collector, MultiSyncCollector
@@ -27,6 +28,7 @@ def build_collector(
     policy_device: torch.device | str = "cpu",
     options: dict | None = None,
     restart_fn: Callable[[int, int], Callable[[], EnvBase]] | None = None,
+    env_hook: Any = None,
 ) -> BaseCollector:
     """A collector yielding ``frames_per_batch`` frames per iteration, forever.
 
@@ -34,8 +36,12 @@ def build_collector(
     process and acts with ``policy`` itself (no weight copy); ``multisync``
     runs one process per worker and receives weights through
     ``update_policy_weights_()`` at rollout boundaries; ``ray`` runs one Ray actor per worker
-    (``meeple.data.ray_actors``; ``restart_fn(worker, n)`` builds a dead actor's replacement).
+    (``meeple.data.ray_actors``; ``restart_fn(worker, n)`` builds a dead actor's replacement;
+    ``env_hook`` steers each actor's env per rollout, e.g. the league's seating).
     """
+    if env_hook is not None and collector_type != "ray":
+        raise ConfigError(f"collector.type={collector_type!r} with an env hook; accepted: ray (in-process "
+                          "collectors let the module prepare the env itself)")
     if collector_type not in COLLECTOR_TYPES:
         raise ConfigError(f"collector.type={collector_type!r}; accepted: {', '.join(COLLECTOR_TYPES)}")
     if collector_type == "auto":
@@ -45,6 +51,7 @@ def build_collector(
 
         options = options or {}
         return RayActorsCollector(env_fns, policy, frames_per_batch=frames_per_batch, restart_fn=restart_fn,
+                                  env_hook=env_hook,
                                   address=options.get("address"), cpus_per_actor=float(options.get("cpus_per_actor", 1)))
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, auto_register_policy_transforms=False)
     if torch.device(policy_device).type != "cpu":

@@ -7,12 +7,21 @@ the learner's policy version. The weights travel as Ray task arguments rather th
 TorchRL's ``RayCollector`` weight sync, whose torch.distributed TCP store timed out (60 s) on a
 loaded 2-core machine (docs/scaling.md). Actor start-up, cluster address and the replacement of a
 dead actor (on fresh seeds, once per rollout) are :class:`meeple.data.ray_pool.RayActorPool`'s.
+
+An ``env_hook`` gives each actor's env state that the learner steers per rollout (the league's
+seating, :mod:`meeple.phases.league.remote`). Learner side:
+
+    hook.actor_part(i)        # picklable; lives in actor i: attach(env) before the first reset,
+                              # begin(plan, weights) before each rollout, end() -> report after it
+    hook.plans(put, actors)   # one plan per actor for the next rollout (put: into the object store)
+    hook.receive(reports)     # the actors' reports, in actor order
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -24,21 +33,36 @@ from meeple.errors import ConfigError
 
 
 class _CollectorActor(ActorProcess):
-    """Runs in a Ray worker process: one env batch, one policy copy, one rollout per call."""
+    """Runs in a Ray worker process: one env batch, one policy copy, one rollout per call.
 
-    def __init__(self, env_fn: Callable[[], EnvBase], policy: torch.nn.Module, frames_per_batch: int) -> None:
+    The collector is built at the first call, so a hook's first plan is there before the env's
+    first reset."""
+
+    def __init__(self, env_fn: Callable[[], EnvBase], policy: torch.nn.Module, frames_per_batch: int,
+                 hook_part: Any = None) -> None:
         torch.set_num_threads(1)
-        self.policy = policy
-        self.collector = Collector(env_fn(), policy, frames_per_batch=frames_per_batch, total_frames=-1,
-                                   auto_register_policy_transforms=False)
-        self.rollouts = iter(self.collector)
+        self.env_fn, self.policy, self.frames_per_batch, self.hook = env_fn, policy, frames_per_batch, hook_part
+        self.collector: Collector | None = None
 
-    def collect(self, weights: dict[str, torch.Tensor]) -> TensorDictBase:
+    def collect(self, weights: dict[str, torch.Tensor], plan: Any = None) -> TensorDictBase | tuple[TensorDictBase, Any]:
         self.policy.load_state_dict(weights)
-        return next(self.rollouts)
+        if self.collector is None:
+            env = self.env_fn()
+            if self.hook is not None:
+                self.hook.attach(env)
+                self.hook.begin(plan, weights)
+            # Its first reset happens here (the hook's tables are seated from the plan).
+            self.collector = Collector(env, self.policy, frames_per_batch=self.frames_per_batch, total_frames=-1,
+                                       auto_register_policy_transforms=False)
+            self.rollouts = iter(self.collector)
+        elif self.hook is not None:
+            self.hook.begin(plan, weights)
+        rollout = next(self.rollouts)
+        return rollout if self.hook is None else (rollout, self.hook.end())
 
     def close(self) -> None:
-        self.collector.shutdown()
+        if self.collector is not None:
+            self.collector.shutdown()
 
 
 class RayActorsCollector:
@@ -47,8 +71,9 @@ class RayActorsCollector:
 
     def __init__(self, env_fns: Sequence[Callable[[], EnvBase]], policy: torch.nn.Module, *, frames_per_batch: int,
                  address: str | None = None, cpus_per_actor: float = 1.0,
-                 restart_fn: Callable[[int, int], Callable[[], EnvBase]] | None = None) -> None:
-        """``restart_fn(worker, restarts)``: the env factory of a replacement for actor ``worker``."""
+                 restart_fn: Callable[[int, int], Callable[[], EnvBase]] | None = None, env_hook: Any = None) -> None:
+        """``restart_fn(worker, restarts)``: the env factory of a replacement for actor ``worker``;
+        ``env_hook``: per-actor env state steered by the learner (module doc)."""
         import_ray()
         if not env_fns:
             raise ConfigError("collector=ray needs at least one env worker; accepted: env.num_workers >= 1")
@@ -57,15 +82,18 @@ class RayActorsCollector:
         self.policy = policy
         self.frames_per_actor = frames_per_batch // len(env_fns)
         self._restart_fn = restart_fn
-        self.pool = RayActorPool(_CollectorActor, [self._actor_args(fn) for fn in env_fns], what="collector=ray",
+        self.env_hook = env_hook
+        self.pool = RayActorPool(_CollectorActor, [self._actor_args(i, fn) for i, fn in enumerate(env_fns)],
+                                 what="collector=ray",
                                  address=address, cpus_per_actor=cpus_per_actor,
                                  restart_args=self._restart_args if restart_fn is not None else None)
 
-    def _actor_args(self, env_fn: Callable[[], EnvBase]) -> tuple:
-        return (env_fn, copy.deepcopy(self.policy).cpu(), self.frames_per_actor)
+    def _actor_args(self, index: int, env_fn: Callable[[], EnvBase]) -> tuple:
+        hook_part = self.env_hook.actor_part(index) if self.env_hook is not None else None
+        return (env_fn, copy.deepcopy(self.policy).cpu(), self.frames_per_actor, hook_part)
 
     def _restart_args(self, worker: int, restarts: int) -> tuple:
-        return self._actor_args(self._restart_fn(worker, restarts))
+        return self._actor_args(worker, self._restart_fn(worker, restarts))
 
     @property
     def restarts(self) -> int:
@@ -79,8 +107,14 @@ class RayActorsCollector:
 
     def __next__(self) -> TensorDictBase:
         weights = self.pool.put({k: v.detach().cpu() for k, v in self.policy.state_dict().items()})
+        if self.env_hook is None:
+            rollouts = self.pool.call("collect", [(weights,)] * len(self.pool))
+        else:
+            plans = self.env_hook.plans(self.pool.put, len(self.pool))
+            rollouts, reports = zip(*self.pool.call("collect", [(weights, plan) for plan in plans]), strict=True)
+            self.env_hook.receive(list(reports))
         # Each actor's rollout is [its envs, steps]: stack the envs of all actors.
-        return torch.cat(self.pool.call("collect", [(weights,)] * len(self.pool)), 0)
+        return torch.cat(list(rollouts), 0)
 
     def actor_pids(self) -> list[int]:
         return self.pool.pids()

@@ -90,7 +90,7 @@ def _kinds() -> dict[str, PhaseKind]:
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=ALL_COLLECTORS),
         PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
-                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC),
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=(*IN_PROCESS, "ray")),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}

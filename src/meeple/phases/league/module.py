@@ -16,7 +16,9 @@ The env seats networks by name (the league protocol, below); this module owns th
   rate, and a rollout's later epochs are skipped once the approximate KL of the epochs done
   exceeds a threshold; the loss reads only rows where the learner had to act (``active``).
 
-The env follows the league protocol (meeple.phases.league.protocol).
+The env follows the league protocol (meeple.phases.league.protocol). With ``collector=ray`` the
+envs live in Ray actors, which seat their tables from a per-rollout plan and report their games
+back (:mod:`meeple.phases.league.remote`); ratings, promotion and the pool stay here.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from meeple.errors import ConfigError
 from meeple.nets.policy_fn import greedy_policy, sampled_policy
 from meeple.phases.league.pool import LeaguePool
 from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER, PROTOCOL, is_league_env
+from meeple.phases.league.remote import RaySeating
 from meeple.phases.league.schema import League, Schedule
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.phases.ppo.module import PPOModule
@@ -56,6 +59,8 @@ class LeagueModule(PPOModule):
         self.promotions = 0
         self.seats: Counter[str] = Counter()  # category -> seats drawn (latest / pool / anchor)
         self.games = 0
+        self.remote_builds = 0  # networks built by Ray actors (collector=ray)
+        self._results: list[dict[str, Any]] = []  # finished games reported by Ray actors, not yet rated
         self._rollout_ranks: list[int] = []  # the learner's ranks in the rollout's finished games
         self._epochs_done = 0  # PPO epochs the last rollout took (kl_epochs may stop early)
 
@@ -77,6 +82,7 @@ class LeagueModule(PPOModule):
             self.seating.set_state(state["seating"])
             self.promotions, self.games = state["promotions"], state["games"]
             self.seats = Counter(state["seats"])
+            self.remote_builds = int(state.get("remote_builds", 0))
         else:  # the starting policy (a carried gate) is the league's anchor
             self.pool.add_anchor(ANCHOR, self._actor_weights(), step=self.global_step, phase=self.stage_index)
         self._saved = None
@@ -103,6 +109,19 @@ class LeagueModule(PPOModule):
                 self.seats["anchor" if self.pool.entry(name).anchor else "pool"] += 1
                 self.env.update_policy(name, self.pool.policy(name))
         return names
+
+    def remote_env_hook(self) -> RaySeating:
+        """``collector=ray``: the learner's side of seating tables in Ray actors (the datamodule
+        hands it to the collector instead of calling :meth:`prepare_env`)."""
+        if self.pool is None:
+            raise RuntimeError("LeagueModule.remote_env_hook before on_fit_start: the pool is not open")
+        return RaySeating(self)
+
+    def take_report(self, report: dict[str, Any]) -> None:
+        """One Ray actor's rollout: its finished games (rated at the rollout's end), seats, builds."""
+        self._results.extend(report["results"])
+        self.seats.update(report["seats"])
+        self.remote_builds += int(report["builds"])
 
     def _actor_weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
@@ -159,7 +178,10 @@ class LeagueModule(PPOModule):
     # -- the rollout boundary: ratings, promotion, the latest copy ----------------------------
     def on_train_epoch_end(self) -> None:
         ranks = []
-        for result in self.env.pop_results() if self.env is not None else []:
+        results, self._results = self._results, []
+        if self.env is not None:
+            results += self.env.pop_results()
+        for result in results:
             self.pool.record(result)
             ranks.append(result["ranks"][result["players"].index(LEARNER)])
         self.games += len(ranks)
@@ -180,7 +202,7 @@ class LeagueModule(PPOModule):
             "league/learner_conservative": ratings.conservative(LEARNER),
             "league/anchor_conservative": ratings.conservative(ANCHOR),
             "league/pool_size": float(len(self.pool.snapshots())), "league/promotions": float(self.promotions),
-            "league/games": float(self.games), "league/builds": float(self.pool.builds),
+            "league/games": float(self.games), "league/builds": float(self.pool.builds + self.remote_builds),
             "league/ppo_epochs": float(self._epochs_done),
             "train/entropy_coef": float(self.loss_module.entropy_coeff) if hasattr(self.loss_module, "entropy_coeff")
             else 0.0,
@@ -193,7 +215,8 @@ class LeagueModule(PPOModule):
     # -- checkpoints: the league resumes exactly ---------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["league"] = {"pool": self.pool.state_dict(), "seating": self.seating.get_state(),
-                                "promotions": self.promotions, "games": self.games, "seats": dict(self.seats)}
+                                "promotions": self.promotions, "games": self.games, "seats": dict(self.seats),
+                                "remote_builds": self.remote_builds}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "league" not in checkpoint:

@@ -138,10 +138,7 @@ class LeaguePool:
         else:
             kept = {e.name: e for e in self._evicted + self._deletable}
             entry = kept[name] if name in kept else self.entry(name)
-            try:
-                weights = self.disk.load(entry.version)
-            except CheckpointError as err:
-                raise type(err)(f"league pool: snapshot {name!r} (version {entry.version}) cannot be used: {err}") from err
+            weights = self._load(entry)
             self._built[name] = self.make_policy(weights)
             self.builds += 1
             while len(self._built) > self.device_slots:
@@ -156,24 +153,22 @@ class LeaguePool:
     # -- seats and results ---------------------------------------------------------------------
     def sample(self, rng: torch.Generator | np.random.Generator, seats: int) -> list[str]:
         """``seats`` names, each drawn independently from the mix (``self_name`` for the learner's copy)."""
-        if isinstance(rng, np.random.Generator):
-            u = rng.random((seats, 2))
-        elif isinstance(rng, torch.Generator):
-            u = torch.rand((seats, 2), generator=rng, dtype=torch.float64, device=rng.device).cpu().numpy()
-        else:
-            raise TypeError(f"league pool: rng must be a torch.Generator or numpy Generator, got {type(rng).__name__}")
-        members = {"pool": self.snapshots(), "anchor": self.anchors()}
-        shares = {c: self.mix[c] if c == "self" or members[c] else 0.0 for c in CATEGORIES}
-        shares["self"] += 1.0 - sum(shares.values())
-        bounds = np.cumsum([shares[c] for c in CATEGORIES])
-        names = []
-        for pick, within in u:
-            category = CATEGORIES[min(int(np.searchsorted(bounds, pick, side="right")), len(CATEGORIES) - 1)]
-            if category == "self":
-                names.append(self.self_name)
-            else:
-                names.append(members[category][int(within * len(members[category]))])
-        return names
+        return self.seat_mix().sample(rng, seats)
+
+    def seat_mix(self) -> SeatMix:
+        """What a seat is drawn from now, as a value another process can draw with (Ray actors)."""
+        return SeatMix(self.mix, tuple(self.snapshots()), tuple(self.anchors()), self.self_name)
+
+    def weights(self, name: str) -> dict[str, torch.Tensor]:
+        """Network ``name``'s weights from disk (verified), for a process that builds it itself."""
+        return self._load(self.entry(name))
+
+    def _load(self, entry: LeagueEntry) -> dict[str, torch.Tensor]:
+        try:
+            return self.disk.load(entry.version)
+        except CheckpointError as err:
+            raise type(err)(f"league pool: snapshot {entry.name!r} (version {entry.version}) cannot be used: "
+                            f"{err}") from err
 
     def record(self, result: Mapping[str, Any]) -> None:
         """Rate one finished game (``env.pop_results()`` item); the ``self`` copies count as the learner."""
@@ -230,6 +225,41 @@ class _PolicyView(Mapping[str, PolicyFn]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._pool.names()
+
+
+@dataclass(frozen=True)
+class SeatMix:
+    """The draw of one seat: category from ``mix``, then uniform within it (an empty category's
+    share goes to ``self``). Two uniforms per seat, whatever the membership."""
+
+    mix: Mapping[str, float]
+    snapshots: tuple[str, ...]
+    anchors: tuple[str, ...]
+    self_name: str = "self"
+
+    def sample(self, rng: torch.Generator | np.random.Generator, seats: int) -> list[str]:
+        if isinstance(rng, np.random.Generator):
+            u = rng.random((seats, 2))
+        elif isinstance(rng, torch.Generator):
+            u = torch.rand((seats, 2), generator=rng, dtype=torch.float64, device=rng.device).cpu().numpy()
+        else:
+            raise TypeError(f"league pool: rng must be a torch.Generator or numpy Generator, got {type(rng).__name__}")
+        members = {"pool": self.snapshots, "anchor": self.anchors}
+        shares = {c: self.mix[c] if c == "self" or members[c] else 0.0 for c in CATEGORIES}
+        shares["self"] += 1.0 - sum(shares.values())
+        bounds = np.cumsum([shares[c] for c in CATEGORIES])
+        names = []
+        for pick, within in u:
+            category = CATEGORIES[min(int(np.searchsorted(bounds, pick, side="right")), len(CATEGORIES) - 1)]
+            if category == "self":
+                names.append(self.self_name)
+            else:
+                names.append(members[category][int(within * len(members[category]))])
+        return names
+
+    def category(self, name: str) -> str:
+        """``self``, ``pool`` or ``anchor``: where a drawn name came from."""
+        return "self" if name == self.self_name else "anchor" if name in self.anchors else "pool"
 
 
 def _check_mix(mix: Mapping[str, float]) -> dict[str, float]:

@@ -79,9 +79,12 @@ def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
     require(s.kl_epochs.after >= 1, "phase.schedule.kl_epochs.after", s.kl_epochs.after, "an integer >= 1")
     require(s.kl_epochs.threshold is None or s.kl_epochs.threshold > 0, "phase.schedule.kl_epochs.threshold",
             s.kl_epochs.threshold, "null or a float > 0")
-    # The pool's networks are handed to the env object itself: one process collects.
-    # (collector= other than auto/sync is refused before this: PhaseKind.collectors)
+    # In process, the pool's networks are handed to the env object itself: one env worker.
+    # collector=ray seats the tables of each actor's env from a plan (meeple.phases.league.remote).
+    # (collector= other than auto/sync/ray is refused before this: PhaseKind.collectors)
     workers = int(cfg.env.num_workers)
-    if workers != 1:
+    ctype = (cfg.get("collector") or {}).get("type", "auto")
+    if workers != 1 and ctype != "ray":
         raise ConfigError(f"phase=league collects in this process (the env seats the pool's networks): "
-                          f"env.num_workers={workers}; accepted: env.num_workers=1 with collector=sync or auto")
+                          f"env.num_workers={workers}; accepted: env.num_workers=1 with collector=sync or auto, "
+                          "or collector=ray (one Ray actor per env worker)")

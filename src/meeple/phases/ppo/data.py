@@ -118,9 +118,11 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
                 why = "this run cannot restore the saved env snapshot"
             log.warning("resume is not bit-exact: %s; envs restart from fresh episodes", why)
         env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in seeds]
-        prepare = getattr(module, "prepare_env", None)
-        if prepare is not None:  # e.g. the league seats its networks before the first reset
-            env_fns = [partial(_prepared, fn, prepare) for fn in env_fns]
+        env_hook = None
+        if self.collector_type == "ray" and hasattr(module, "remote_env_hook"):
+            env_hook = module.remote_env_hook()  # the envs live in actors: the module steers them per rollout
+        elif (prepare := getattr(module, "prepare_env", None)) is not None:
+            env_fns = [partial(_prepared, fn, prepare) for fn in env_fns]  # e.g. the league seats its networks
         self.collector = build_collector(
             self.collector_type,
             env_fns,
@@ -129,6 +131,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             policy_device=module.device,
             options=self.collector_options,
             restart_fn=self._replacement_env_fn,
+            env_hook=env_hook,
         )
         if self._resumed and exact:
             self._restore_collector(saved)
