@@ -102,6 +102,66 @@ def test_rollouts_use_the_pushed_weights_and_a_killed_actor_is_replaced(ray_head
     assert not ray.is_initialized()
 
 
+def test_an_env_hook_steers_every_actor_and_a_replacement_gets_a_fresh_part_and_the_same_plan(ray_head, compose):
+    """The env hook (the league's seating, meeple.phases.league.remote): each actor's part sees its
+    env before the first reset and the learner's plan before every rollout; reports come back in
+    actor order; a killed actor's replacement is built with a new part and handed the same plan."""
+    parts = build_run(compose(["debug=tiny", "env.num_workers=2", "tracking=none", "checkpoint=none"]))
+    dm, policy = parts.datamodule, parts.module.policy
+    env_fns = [partial(dm.env_fn, num_envs=dm.num_envs, seed=s) for s in dm.worker_seeds]
+
+    class Part:  # defined here: Ray pickles it by value
+        def __init__(self, index):
+            self.index, self.env, self.plans = index, None, []
+
+        def attach(self, env):
+            assert not self.plans, "attach comes before the first plan"
+            self.env = env
+
+        def begin(self, plan, weights):
+            assert self.env is not None and set(weights) == set(policy.state_dict())
+            self.plans.append(plan)
+
+        def end(self):
+            return {"index": self.index, "pid": os.getpid(), "plans": list(self.plans),
+                    "tables": int(self.env.batch_size[0])}
+
+    class Hook:
+        def __init__(self):
+            self.parts, self.reports, self.rollout = [], [], 0
+
+        def actor_part(self, index):
+            self.parts.append(index)
+            return Part(index)
+
+        def plans(self, put, actors):
+            self.rollout += 1
+            return [f"plan {self.rollout} for {i}" for i in range(actors)]
+
+        def receive(self, reports):
+            self.reports.append(reports)
+
+    hook = Hook()
+    collector = RayActorsCollector(env_fns, policy, frames_per_batch=dm.frames_per_batch, address=ray_head,
+                                   env_hook=hook,
+                                   restart_fn=lambda w, r: partial(dm.env_fn, num_envs=dm.num_envs, seed=1000 + r))
+    try:
+        batches = iter(collector)
+        assert next(batches).numel() == dm.frames_per_batch
+        first = hook.reports[-1]
+        assert [r["index"] for r in first] == [0, 1] and [r["plans"] for r in first] == [["plan 1 for 0"],
+                                                                                         ["plan 1 for 1"]]
+        assert all(r["tables"] == dm.num_envs for r in first)
+        os.kill(first[1]["pid"], signal.SIGKILL)
+        next(batches)
+        second = hook.reports[-1]
+        assert hook.parts == [0, 1, 1]  # a new part for the replacement of actor 1 ...
+        assert second[0]["plans"] == ["plan 1 for 0", "plan 2 for 0"]
+        assert second[1]["plans"] == ["plan 2 for 1"] and second[1]["pid"] != first[1]["pid"]  # ... given the plan
+    finally:
+        collector.shutdown()
+
+
 def test_ray_without_the_package_names_the_extra(monkeypatch, compose):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     from meeple.errors import ConfigError
