@@ -81,6 +81,10 @@ def test_collector_ray_fits_alphazero_and_a_pipeline_with_a_bc_stage(compose):
     validate(compose(["collector=ray", "env.num_workers=2", "collector.actors=2"]))
     # BC learns from logs: collector= is PPO's business in this pipeline, not an error at its BC stage.
     assert len(plan_run(compose(["+experiment=cartpole_bc_ppo", "collector=ray"])).stages) == 2
+    # ... but a run of BC alone would leave it unused: an error, not silence.
+    with pytest.raises(ConfigError, match=r"collector=ray: no stage this run trains collects \(phase=bc learns "
+                                          r"from logs.*accepted: leave collector= out"):
+        plan_run(compose(["+experiment=cartpole_bc_ppo", "collector=ray", "pipeline.only=bc"]))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error path")

@@ -59,6 +59,7 @@ def plan_run(cfg: DictConfig) -> Plan:
     if pipeline is None:
         stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {})]
         _check_starts(stages)
+        _check_collector_used(cfg, stages)
         return Plan(stages, 0, 0)
     order = _order(pipeline)
     stages = [_stage(cfg, i, name, pipeline.stages[name]) for i, name in enumerate(order)]
@@ -70,7 +71,20 @@ def plan_run(cfg: DictConfig) -> Plan:
     if start > stop:
         raise ConfigError(f"pipeline.start={order[start]!r} comes after pipeline.stop={order[stop]!r}; "
                           f"accepted: a start at or before the stop in {order}")
+    _check_collector_used(cfg, stages[start:stop + 1])
     return Plan(stages, start, stop)
+
+
+def _check_collector_used(cfg: DictConfig, running: list[Stage]) -> None:
+    """A ``collector=`` chosen for a run none of whose stages collects (BC learns from logs) would
+    be silently unused (each stage's own collector check skips such stages)."""
+    ctype = (cfg.get("collector") or {}).get("type", "auto")
+    if ctype == "auto" or any(stage.kind.collectors is not None for stage in running):
+        return
+    phases = ", ".join(sorted({f"phase={stage.kind.name}" for stage in running}))
+    raise ConfigError(f"collector={ctype}: no stage this run trains collects ({phases} learns from logs, "
+                      "so the collector would go unused); accepted: leave collector= out, or run a stage that "
+                      "collects (e.g. ppo, alphazero, league)")
 
 
 def _check_run_keys(cfg: DictConfig) -> None:

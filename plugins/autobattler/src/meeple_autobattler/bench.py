@@ -15,6 +15,13 @@ Reported: env steps/s (one STEP_MULTI moves every seat of one env), games/s, CPU
 and server (and combat service) together (of one core), and resident memory of all. Then fights/s of the TypeScript
 reference fight (one Node thread) against the batched torch fight (``combat.simulate``) on the
 CPU, and on CUDA when there is one.
+
+``--train-decisions N`` adds the training column: per row, ``+experiment=autobattler_selfplay``
+over that row's transport, games and combat for N decisions (rollouts of 8,192 decisions
+whatever the games, so every row makes the same updates), then the policy in one seat against 7
+scripted players (``--eval-games`` games, mean place with its t-interval; 4.5 = equal) and the
+training's wall time. Training always batches the forward over all rows, so "shm 32 envs" and
+"+ batched inference" are one training run.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -112,6 +121,63 @@ def run_row(
             service.stop()
 
 
+ROLLOUT_DECISIONS = 8192  # the experiment's rollout (16 games x 8 seats x 64 steps), kept in every row
+
+
+@dataclass
+class Training:
+    name: str
+    decisions: int
+    wall_s: float
+    mean_place: float
+    ci95: tuple[float, float]
+    games: int
+
+
+def train_row(name: str, transport: str, envs: int, combat_service: bool, decisions: int, eval_games: int,
+              seed: int = 1) -> Training:
+    """Self-play for ``decisions`` decisions over the row's transport, then placement vs 7 scripted."""
+    from meeple.cli.train import train
+    from meeple.config.compose import compose_config
+    from meeple.export.policy import load_policy
+    from meeple_autobattler.evaluate import opponent_act, play, policy_act, report
+
+    rows = envs * L.PLAYERS
+    with tempfile.TemporaryDirectory(prefix="meeple-ab-train-") as tmp:
+        cfg = compose_config([
+            "+experiment=autobattler_selfplay", f"transport={transport}", f"env.num_envs={rows}",
+            f"env.combat={'batched' if combat_service else 'local'}", f"phase.rollout_steps={ROLLOUT_DECISIONS // rows}",
+            f"phase.total_frames={decisions}", "phase.eval.every_n_rollouts=1000000", "phase.eval.episodes=8",
+            "tracking=none", "callbacks.progress=null", f"checkpoint.root={tmp}/runs", f"paths.output_root={tmp}/out",
+            f"seed={seed}",
+        ])
+        start = time.perf_counter()
+        train(cfg)
+        wall = time.perf_counter() - start
+        (run,) = Path(tmp, "runs").iterdir()
+        act = policy_act(load_policy(str(run)).policy)
+        places = play(act, opponent_act("scripted", seed + 1000), games=eval_games, seed=seed + 1000)
+    rep = report(places, "scripted")
+    return Training(name, decisions, wall, rep.mean_place, rep.ci95, rep.games)
+
+
+def training_rows(decisions: int, eval_games: int) -> list[Training | tuple[str, str]]:
+    """One training per distinct (transport, envs, combat) of ROWS; a failure says why and the others go on."""
+    done: dict[tuple, Training] = {}
+    out: list[Training | tuple[str, str]] = []
+    for name, transport, envs, _batched, combat_service in ROWS:
+        key = (transport, envs, combat_service)
+        if key in done:
+            out.append(done[key])
+            continue
+        try:
+            done[key] = train_row(name, transport, envs, combat_service, decisions, eval_games)
+            out.append(done[key])
+        except Exception as err:  # noqa: BLE001 - a row that cannot train says why
+            out.append((name, f"{type(err).__name__}: {err}"))
+    return out
+
+
 @dataclass
 class FightRate:
     simulator: str
@@ -152,7 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="timed play per row")
     parser.add_argument("--fights", type=int, default=20000)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--train-decisions", type=int, default=0,
+                        help="also train self-play this many decisions per row and evaluate it (0: off)")
+    parser.add_argument("--eval-games", type=int, default=200, help="games vs 7 scripted players per trained row")
     args = parser.parse_args(argv)
+    if args.train_decisions and args.train_decisions < ROLLOUT_DECISIONS:
+        parser.error(f"--train-decisions {args.train_decisions}; accepted: 0 (off) or >= {ROLLOUT_DECISIONS} "
+                     "(one rollout)")
     console = Console()
     rows = []
     for name, transport, envs, batched, combat_service in ROWS:
@@ -178,7 +250,23 @@ def main(argv: list[str] | None = None) -> int:
     for r in rates:
         fights.add_row(r.simulator, f"{r.fights_per_s:,.0f}", f"{r.fights_per_s / rates[0].fights_per_s:.2f}")
     console.print(fights)
+    trained = training_rows(args.train_decisions, args.eval_games) if args.train_decisions else []
+    if trained:
+        t = Table(title=f"self-play for {args.train_decisions:,} decisions per row, then {args.eval_games} games "
+                        "in one seat vs 7 scripted players (4.5 = equal)")
+        for col in ("row", "mean place [95%]", "training wall s", "decisions/s"):
+            t.add_column(col)
+        for (name, *_), r in zip(ROWS, trained, strict=True):
+            if isinstance(r, tuple):
+                t.add_row(name, "-", "-", r[1][:60])
+            else:
+                same = "" if r.name == name else f" (= {r.name}: training always batches)"
+                t.add_row(name + same, f"{r.mean_place:.2f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]", f"{r.wall_s:.0f}",
+                          f"{r.decisions / r.wall_s:,.0f}")
+        console.print(t)
     if args.out:
         write_json_atomic(args.out, {"rows": [asdict(r) for r in rows], "fights": [asdict(r) for r in rates],
+                                     "training": [asdict(r) if isinstance(r, Training) else {"error": r[1]}
+                                                  for r in trained],
                                      "load": psutil.getloadavg()})
     return 0
