@@ -24,3 +24,10 @@ def test_a_budget_below_one_rollout_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
         bench.main(["--train-decisions", "100"])
     assert stop.value.code == 2 and "accepted: 0 (off) or >= 8192" in capsys.readouterr().err
+
+
+def test_an_unknown_row_name_lists_the_rows(capsys):
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--rows", "shm 1 env,carrier pigeon"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "unknown ['carrier pigeon']" in err and "http 1 env, socket 1 env" in err

@@ -161,11 +161,11 @@ def train_row(name: str, transport: str, envs: int, combat_service: bool, decisi
     return Training(name, decisions, wall, rep.mean_place, rep.ci95, rep.games)
 
 
-def training_rows(decisions: int, eval_games: int) -> list[Training | tuple[str, str]]:
-    """One training per distinct (transport, envs, combat) of ROWS; a failure says why and the others go on."""
+def training_rows(decisions: int, eval_games: int, rows: list[tuple] = ROWS) -> list[Training | tuple[str, str]]:
+    """One training per distinct (transport, envs, combat) of ``rows``; a failure says why and the others go on."""
     done: dict[tuple, Training] = {}
     out: list[Training | tuple[str, str]] = []
-    for name, transport, envs, _batched, combat_service in ROWS:
+    for name, transport, envs, _batched, combat_service in rows:
         key = (transport, envs, combat_service)
         if key in done:
             out.append(done[key])
@@ -221,19 +221,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-decisions", type=int, default=0,
                         help="also train self-play this many decisions per row and evaluate it (0: off)")
     parser.add_argument("--eval-games", type=int, default=200, help="games vs 7 scripted players per trained row")
+    parser.add_argument("--rows", default=None,
+                        help=f"comma-separated row names to run (default: all: {', '.join(r[0] for r in ROWS)})")
     args = parser.parse_args(argv)
+    selected = ROWS
+    if args.rows:
+        wanted = [w.strip() for w in args.rows.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in {r[0] for r in ROWS}]
+        if unknown or not wanted:
+            parser.error(f"--rows {args.rows!r}: unknown {unknown}; accepted: a comma-separated subset of "
+                         f"{', '.join(r[0] for r in ROWS)}")
+        selected = [r for r in ROWS if r[0] in wanted]
     if args.train_decisions and args.train_decisions < ROLLOUT_DECISIONS:
         parser.error(f"--train-decisions {args.train_decisions}; accepted: 0 (off) or >= {ROLLOUT_DECISIONS} "
                      "(one rollout)")
     console = Console()
     rows = []
-    for name, transport, envs, batched, combat_service in ROWS:
+    for name, transport, envs, batched, combat_service in selected:
         try:
             rows.append(run_row(name, transport, envs, batched, args.seconds, combat_service))
         except Exception as err:  # noqa: BLE001 - a row that cannot run says why; the others go on
             rows.append(Row(name, 0, 0, 0, 0, f"{type(err).__name__}: {err}"))
     table = Table(title=f"auto-battler, random play in 8 seats, {args.seconds:.0f} s a row (load {psutil.getloadavg()[0]:.2f})")
-    for col in ("row", "env steps/s", "games/s", "CPU %", "RSS MB", "x http"):
+    for col in ("row", "env steps/s", "games/s", "CPU %", "RSS MB", f"x {selected[0][0]}"):
         table.add_column(col)
     base = rows[0].env_steps_per_s or float("nan")
     for r in rows:
@@ -250,13 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in rates:
         fights.add_row(r.simulator, f"{r.fights_per_s:,.0f}", f"{r.fights_per_s / rates[0].fights_per_s:.2f}")
     console.print(fights)
-    trained = training_rows(args.train_decisions, args.eval_games) if args.train_decisions else []
+    trained = training_rows(args.train_decisions, args.eval_games, selected) if args.train_decisions else []
     if trained:
         t = Table(title=f"self-play for {args.train_decisions:,} decisions per row, then {args.eval_games} games "
                         "in one seat vs 7 scripted players (4.5 = equal)")
         for col in ("row", "mean place [95%]", "training wall s", "decisions/s"):
             t.add_column(col)
-        for (name, *_), r in zip(ROWS, trained, strict=True):
+        for (name, *_), r in zip(selected, trained, strict=True):
             if isinstance(r, tuple):
                 t.add_row(name, "-", "-", r[1][:60])
             else:
