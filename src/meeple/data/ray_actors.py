@@ -46,17 +46,17 @@ class _CollectorActor(ActorProcess):
 
     def collect(self, weights: dict[str, torch.Tensor], plan: Any = None) -> TensorDictBase | tuple[TensorDictBase, Any]:
         self.policy.load_state_dict(weights)
-        if self.collector is None:
+        first = self.collector is None
+        if first:
             env = self.env_fn()
             if self.hook is not None:
                 self.hook.attach(env)
-                self.hook.begin(plan, weights)
-            # Its first reset happens here (the hook's tables are seated from the plan).
+        if self.hook is not None:
+            self.hook.begin(plan, weights)
+        if first:  # the env's first reset happens here, after the hook's first plan
             self.collector = Collector(env, self.policy, frames_per_batch=self.frames_per_batch, total_frames=-1,
                                        auto_register_policy_transforms=False)
             self.rollouts = iter(self.collector)
-        elif self.hook is not None:
-            self.hook.begin(plan, weights)
         rollout = next(self.rollouts)
         return rollout if self.hook is None else (rollout, self.hook.end())
 

@@ -33,8 +33,7 @@ import torch
 from tensordict import TensorDictBase
 
 from meeple.errors import ConfigError
-from meeple.nets.policy_fn import greedy_policy, sampled_policy
-from meeple.phases.league.pool import LeaguePool
+from meeple.phases.league.pool import LeaguePool, OpponentPolicies
 from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER, PROTOCOL, is_league_env
 from meeple.phases.league.remote import RaySeating
 from meeple.phases.league.schema import League, Schedule
@@ -49,7 +48,7 @@ class LeagueModule(PPOModule):
         self.league, self.schedule = league, schedule
         self.entropy_start = float(ppo["entropy_coef"])
         self.seating = torch.Generator().manual_seed(seating_seed)
-        self.opponent_seed = seating_seed
+        self.opponent_fns = OpponentPolicies(league.greedy_opponents, seating_seed)
         self.folder: Path | None = None
         self.stage_index = 0
         self.pool: LeaguePool | None = None
@@ -97,18 +96,11 @@ class LeagueModule(PPOModule):
         if self.pool is None:
             raise RuntimeError("LeagueModule.prepare_env before on_fit_start: the pool is not open")
         self.env = env
-        env.set_league({LATEST: self._policy_fn(self.latest)}, self.seat)
+        env.set_league({LATEST: self.opponent_fns(self.latest)}, self.seat)
 
     def seat(self, table: int, game: int) -> list[str]:
         """The other seats of ``table``'s next game, drawn from the league."""
-        names = self.pool.sample(self.seating, self.env.league_seats)
-        for name in names:
-            if name == LATEST:
-                self.seats["latest"] += 1
-            else:
-                self.seats["anchor" if self.pool.entry(name).anchor else "pool"] += 1
-                self.env.update_policy(name, self.pool.policy(name))
-        return names
+        return self.pool.seat_mix().seat(self.seating, self.env, self.pool.policy, self.seats)
 
     def remote_env_hook(self) -> RaySeating:
         """``collector=ray``: the learner's side of seating tables in Ray actors (the datamodule
@@ -129,13 +121,7 @@ class LeagueModule(PPOModule):
     def _make_policy(self, weights: dict[str, torch.Tensor]):
         network = copy.deepcopy(self.actor).requires_grad_(False)
         network.load_state_dict(weights)
-        return self._policy_fn(network)
-
-    def _policy_fn(self, network: torch.nn.Module):
-        if self.league.greedy_opponents:
-            return greedy_policy(network)
-        self.opponent_seed += 1  # each built network samples from its own stream
-        return sampled_policy(network, seed=self.opponent_seed)
+        return self.opponent_fns(network)
 
     # -- PPO with the league's schedules ------------------------------------------------------
     def minibatch_loss(self, batch: TensorDictBase):

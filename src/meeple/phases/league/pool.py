@@ -29,7 +29,7 @@ survive crashes); this class adds what a league needs on top:
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ import torch
 
 from meeple.checkpoint.io import CheckpointError
 from meeple.checkpoint.pool import OpponentPool
+from meeple.nets.policy_fn import greedy_policy, sampled_policy
 from meeple.phases.league.ratings import LeagueRatings
 
 PolicyFn = Callable[..., torch.Tensor]
@@ -260,6 +261,34 @@ class SeatMix:
     def category(self, name: str) -> str:
         """``self``, ``pool`` or ``anchor``: where a drawn name came from."""
         return "self" if name == self.self_name else "anchor" if name in self.anchors else "pool"
+
+    def seat(self, rng: torch.Generator | np.random.Generator, env: Any, policy: Callable[[str], PolicyFn],
+             counts: Counter[str]) -> list[str]:
+        """The other seats of one table's next game: drawn, counted in ``counts`` (``latest``,
+        ``pool``, ``anchor``), and every drawn network besides the learner's copy handed to the
+        league ``env`` as ``policy(name)`` builds it. The one seating of a league, in one process
+        (the module's pool) and in a Ray actor (meeple.phases.league.remote)."""
+        names = self.sample(rng, env.league_seats)
+        for name in names:
+            category = self.category(name)
+            counts["latest" if category == "self" else category] += 1
+            if category != "self":
+                env.update_policy(name, policy(name))
+        return names
+
+
+class OpponentPolicies:
+    """Frozen networks as policy fns for the league's seats: their argmax (``greedy``), or a
+    sample from a stream of their own (seeds ``seed + 1``, ``seed + 2``, ... in build order)."""
+
+    def __init__(self, greedy: bool, seed: int) -> None:
+        self.greedy, self.seed = greedy, seed
+
+    def __call__(self, network: torch.nn.Module) -> PolicyFn:
+        if self.greedy:
+            return greedy_policy(network)
+        self.seed += 1
+        return sampled_policy(network, seed=self.seed)
 
 
 def _check_mix(mix: Mapping[str, float]) -> dict[str, float]:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from meeple.errors import ConfigError
-from meeple.nets.policy_fn import greedy_policy, sampled_policy
+from meeple.phases.league.pool import OpponentPolicies
 from meeple.phases.league.protocol import LATEST, is_league_env
 
 _SEED_STREAMS = 1_000_003  # apart: the opponent-sampling seeds of different actors
@@ -40,8 +40,8 @@ class ActorSeats:
     """Runs in a Ray actor beside its env: seats the env's tables from the learner's last plan."""
 
     def __init__(self, network: torch.nn.Module, *, index: int, greedy: bool, seed: int, device_slots: int) -> None:
-        self.network, self.index, self.greedy = network.requires_grad_(False), index, greedy
-        self.seed = seed + _SEED_STREAMS * (index + 1)
+        self.network, self.index = network.requires_grad_(False), index
+        self.opponent_fns = OpponentPolicies(greedy, seed + _SEED_STREAMS * (index + 1))
         self.device_slots = device_slots
         self.env: Any = None
         self.latest = copy.deepcopy(self.network)
@@ -67,17 +67,10 @@ class ActorSeats:
         for name in [n for n in self._built if n not in plan["weights"]]:
             del self._built[name]  # left the pool (games seated with it keep their network)
         if first:
-            self.env.set_league({LATEST: self._policy_fn(self.latest)}, self.seat)
+            self.env.set_league({LATEST: self.opponent_fns(self.latest)}, self.seat)
 
     def seat(self, table: int, game: int) -> list[str]:
-        mix = self._plan["mix"]
-        names = mix.sample(self._rng, self.env.league_seats)
-        for name in names:
-            category = mix.category(name)
-            self._seats["latest" if category == "self" else category] += 1
-            if category != "self":
-                self.env.update_policy(name, self._policy(name))
-        return names
+        return self._plan["mix"].seat(self._rng, self.env, self._policy, self._seats)
 
     def end(self) -> dict[str, Any]:
         """The rollout's report: finished games, seats drawn and networks built since the last one."""
@@ -100,17 +93,11 @@ class ActorSeats:
             weights = ray.get(weights)
         network = copy.deepcopy(self.network)
         network.load_state_dict(weights)
-        self._built[name] = self._policy_fn(network)
+        self._built[name] = self.opponent_fns(network)
         self._builds += 1
         while len(self._built) > self.device_slots:
             self._built.popitem(last=False)
         return self._built[name]
-
-    def _policy_fn(self, network: torch.nn.Module) -> Callable:
-        if self.greedy:
-            return greedy_policy(network)
-        self.seed += 1  # each built network samples from its own stream
-        return sampled_policy(network, seed=self.seed)
 
 
 class RaySeating:
@@ -123,8 +110,8 @@ class RaySeating:
 
     def actor_part(self, index: int) -> ActorSeats:
         m = self.module
-        return ActorSeats(copy.deepcopy(m.actor).cpu(), index=index, greedy=m.league.greedy_opponents,
-                          seed=m.opponent_seed, device_slots=m.league.device_slots)
+        return ActorSeats(copy.deepcopy(m.actor).cpu(), index=index, greedy=m.opponent_fns.greedy,
+                          seed=m.opponent_fns.seed, device_slots=m.league.device_slots)
 
     def plans(self, put: Callable[[Any], Any], actors: int) -> list[dict[str, Any]]:
         pool = self.module.pool
