@@ -162,6 +162,33 @@ def test_an_env_hook_steers_every_actor_and_a_replacement_gets_a_fresh_part_and_
         collector.shutdown()
 
 
+def test_league_tables_in_two_ray_actors(ray_head, tmp_path):
+    """Mahjong phase 3 with collector=ray on the running head: each of 2 actors seats its own 4
+    tables from the learner's per-rollout plan (meeple.phases.league.remote); the learner rates the
+    games they report and promotes as usual. Here, not beside the mahjong tests: the head's
+    `ray stop --force` would kill a Ray instance another test module started meanwhile."""
+    from meeple.checkpoint.io import load_verified
+
+    S = "pipeline.stages.league"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "+experiment=phase3", "debug=tiny", "tracking=none",
+         "pipeline.order=[league]", "~pipeline.stages.phase1", "~pipeline.stages.teacher", "~pipeline.stages.student",
+         f"transition@{S}.transition=none", f"{S}.debug.tiny.transition.gate=null", f"{S}.phase.reference_kl.coef=0", "collector=ray", f"collector.address={ray_head}", "env.num_workers=2",
+         f"{S}.phase.total_frames=1920", f"checkpoint.root={tmp_path}/runs",  # 5 rollouts of 2 x 4 tables
+         f"paths.output_root={tmp_path}/out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    latest = load_verified(next(run.glob("*/checkpoints/latest.pt")))
+    m = latest["metrics"]
+    assert m["train/frames"] == 1920 and m["league/promotions"] == 2 and m["league/pool_size"] == 2
+    assert m["league/games"] >= 1 and m["league/learner_sigma"] < 25 / 3  # reported games were rated
+    assert m["league/builds"] >= 1  # the actors built the networks they seated
+    seats = latest["league"]["seats"]
+    assert sum(seats.values()) >= 3 * 8 and seats["latest"] > 0  # every table of both actors was seated
+    assert sum(m[f"league/seats_{k}"] for k in ("latest", "pool", "anchor")) == pytest.approx(1.0)
+
+
 def test_ray_without_the_package_names_the_extra(monkeypatch, compose):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     from meeple.errors import ConfigError

@@ -44,12 +44,6 @@ def train(cwd, *overrides: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.fixture
-def train_tiny():
-    """:func:`train` for tests that run ``train.py`` themselves."""
-    return train
-
-
 @pytest.fixture(scope="session")
 def mahjong_runs(tmp_path_factory):
     """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->

@@ -70,22 +70,6 @@ def test_the_league_policy_exports_to_onnx_with_parity(league, tmp_path):
     assert out.is_file() and "masked argmax agrees: True" in done.stdout
 
 
-def test_league_tables_in_two_ray_actors(mahjong_runs, train_tiny, tmp_path):
-    """collector=ray: each of 2 Ray actors seats its own 4 tables from the learner's per-rollout plan
-    (meeple.phases.league.remote); the learner rates the games they report and promotes as usual."""
-    train_tiny(tmp_path, "+experiment=phase3", f"pipeline.source={mahjong_runs['phase2']}", "collector=ray",
-          "env.num_workers=2", "pipeline.stages.league.phase.total_frames=1920")  # 5 rollouts of 2 x 4 tables
-    (run,) = (tmp_path / "outputs" / "runs").iterdir()
-    latest = load_verified(run / "phase3" / "checkpoints" / "latest.pt")
-    m = latest["metrics"]
-    assert m["train/frames"] == 1920 and m["league/promotions"] == 2 and m["league/pool_size"] == 2
-    assert m["league/games"] >= 1 and m["league/learner_sigma"] < 25 / 3  # reported games were rated
-    assert m["league/builds"] >= 1  # the actors built the networks they seated
-    seats = latest["league"]["seats"]
-    assert sum(seats.values()) >= 3 * 8 and seats["latest"] > 0  # every table of both actors was seated
-    assert sum(m[f"league/seats_{k}"] for k in ("latest", "pool", "anchor")) == pytest.approx(1.0)
-
-
 @pytest.mark.parametrize("overrides, error", [
     (["collector=ray", "env.num_workers=2"], None),
     (["env.num_workers=2"], r"stage 'league': phase=league collects in this process .*env\.num_workers=2; "
