@@ -324,3 +324,17 @@ def test_paired_comparison_and_the_test_against_even():
     assert even["n"] == 4 and even["p"] == pytest.approx(sp.ttest_1samp(means_a, 2.5).pvalue) and even["t"] < 0
     with pytest.raises(ValueError, match="needs >= 2 shared game indices, got 1"):
         dup.paired_comparison(a, _stats({0: [1, 1, 1, 1]}))
+
+
+def test_a_safe_challenger_is_its_own_player_and_deals_in_less(run_dir, tmp_path):
+    """--safe-challenger: the same network, its dealing discards masked by the oracle planes."""
+    out = tmp_path / "safe.json"
+    argv = ["--challenger", str(run_dir), "--baseline", str(run_dir), "--safe-challenger",
+            "--opponent", "rule", "--games", "3", "--out", str(out)]  # fmt: skip
+    assert dup.main(argv) == 0
+    s = json.loads(out.read_text())
+    assert s["safe"] is True and "safe" not in s["baseline_policy"]
+    # the plain network (the baseline, on the same walls) deals in; the safe one less
+    assert s["challenger"]["deal_in_rate"] < s["baseline"]["deal_in_rate"], (s["challenger"], s["baseline"])
+    with pytest.raises(SystemExit):
+        dup.main(["--challenger", "rule", "--safe-challenger"])

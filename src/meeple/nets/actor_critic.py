@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.distributions import Categorical
@@ -87,13 +88,45 @@ def build_actor_critic(
     return shared_heads(trunk, hidden[-1], observation_spec, action_spec)
 
 
+class TransformedLinear(nn.Linear):
+    """A linear layer whose output goes through a parameter-free ``transform(out, *extra)``.
+    Its state dict is the plain layer's, so checkpoints load the same with or without it."""
+
+    def __init__(self, linear: nn.Linear, transform: nn.Module) -> None:
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        self.load_state_dict(linear.state_dict())
+        if any(True for _ in transform.parameters()) or transform.state_dict():
+            raise ValueError("a logits transform must have no parameters and no persistent buffers")
+        self.transform = transform
+        self.enabled = True  # False: the plain layer (see without_logits_transforms)
+
+    def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        return self.transform(out, *extra) if self.enabled else out
+
+
+def without_logits_transforms(actor: nn.Module) -> int:
+    """Turn off every :class:`TransformedLinear` of ``actor`` in place (the network alone, e.g. to
+    play the policy a rule-wrapped stage started from); returns how many."""
+    layers = [m for m in actor.modules() if isinstance(m, TransformedLinear)]
+    for layer in layers:
+        layer.enabled = False
+    return len(layers)
+
+
 def shared_heads(
-    trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec
+    trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec,
+    logits_transform: nn.Module | None = None, transform_keys: Sequence[str] = (),
 ) -> tuple[ProbabilisticActor, TensorDictModule]:
-    """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator)."""
-    policy_head = TensorDictModule(
-        orthogonal_linear(width, num_actions(action_spec), 0.01), ["hidden"], ["logits"]
-    )
+    """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator).
+
+    ``logits_transform(logits, *transform_keys' values)`` runs after the policy layer, before the
+    distribution: a game's fixed rule over the logits (mahjong's oracle safety mask), seen by
+    every consumer of the actor (rollouts, losses, policy fns, a distillation teacher)."""
+    linear = orthogonal_linear(width, num_actions(action_spec), 0.01)
+    if logits_transform is not None:
+        linear = TransformedLinear(linear, logits_transform)
+    policy_head = TensorDictModule(linear, ["hidden", *transform_keys], ["logits"])
     value_head = ValueOperator(orthogonal_linear(width, 1, 1.0), in_keys=["hidden"])
     operator = ActorValueOperator(
         trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head

@@ -291,6 +291,10 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--baseline", default=None,
                    help="a second challenger (" + players + ") played on the same game indices "
                    "against the same opponents; prints the paired comparison")  # fmt: skip
+    p.add_argument("--safe-challenger", action="store_true",
+                   help="the challenger (a network) never plays a discard the oracle planes show an "
+                   "opponent can ron on while another action is legal: the ceiling of phase 2's "
+                   "teacher safety term (meeple_mahjong.teacher)")  # fmt: skip
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="the policy's checkpoint (.pt) or run directory (its newest stage's latest.pt)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
@@ -317,6 +321,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
             a.sources[role] = Path(name)
         else:
             p.error(f"--{role} '{name}' is unknown; accepted: {players}")
+    if a.safe_challenger and "challenger" not in a.sources:
+        p.error("--safe-challenger needs a network challenger (a checkpoint or run directory)")
     if a.checkpoint is not None and POLICY_PLAYER not in (a.challenger, a.opponent, a.baseline):
         p.error(
             f"--checkpoint is used only with --challenger {POLICY_PLAYER} or --opponent {POLICY_PLAYER}"
@@ -355,6 +361,8 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
     for role, path in a.sources.items():
         actor, loaded = load_policy_actor(path, device=a.device)
         key = str(Path(loaded["file"]).resolve())  # a run directory and its latest.pt: one network
+        safe = a.safe_challenger and role == "challenger"
+        key += " (safe)" if safe else ""
         player = next((n for n, (k, _) in policies.items() if k == key), None)
         if player is None:
             trained = bool(((loaded["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
@@ -365,8 +373,14 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
                     file=sys.stderr,
                 )
             player = POLICY_PLAYER if not policies else f"{POLICY_PLAYER}-{len(policies) + 1}"
-            policies[player] = (key, greedy_policy(actor, device=a.device))
+            fn = greedy_policy(actor, device=a.device)
+            if safe:
+                from meeple_mahjong.safety import safe_policy
+
+                fn = safe_policy(fn)
+            policies[player] = (key, fn)
         info[role] = {"checkpoint": loaded["file"], "checkpoint_global_step": loaded["global_step"],
+                      **({"safe": True} if safe else {}),
                       "model": loaded["config"]["model"].get("_target_")}  # fmt: skip
         names[role] = player
     table = PolicyTable({n: fn for n, (_, fn) in policies.items()}, threads=a.threads, east_only=a.east_only)

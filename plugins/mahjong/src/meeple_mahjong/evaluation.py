@@ -13,7 +13,9 @@ stage's gate file, then records the evaluation of those very weights) or every
 - ``opponent: start``: a frozen copy of the module's policy taken at ``on_train_start``,
   before any step (in a stage that carries weights from a gate, the gate's policy). The copy
   is saved with the callback's state (a resumed run plays the same start policy; it adds one
-  actor's weights to every checkpoint);
+  actor's weights to every checkpoint). ``start_rules: false`` plays the copy without the
+  actor's fixed logits rule (phase 2's teacher: ``model.oracle_safety``), i.e. the network the
+  stage's weights came from (the phase-1 student);
 - ``opponent_checkpoint: <file or run directory>``: the actor of an ``env=mahjong`` checkpoint
   (meeple_mahjong.policy.load_policy_actor; oracle ones included), loaded at ``on_train_start``.
 
@@ -64,6 +66,7 @@ import lightning as L
 import torch
 
 from meeple.callbacks.evaluation import evaluation_due
+from meeple.nets.actor_critic import without_logits_transforms
 
 from .duplicate import BOT_NAMES, DuplicateStats, even_test, run_duplicate
 from .policy import POLICY, PolicyTable, greedy_policy, load_policy_actor
@@ -128,7 +131,7 @@ class DuplicateEvaluation(L.Callback):
     def __init__(self, *, games: int, opponent: str | None = None, opponent_checkpoint: str | os.PathLike | None = None,
                  prefix: str = PREFIX, seed: int = 0, every_n_epochs: int = 1, every_n_validations: int | None = None,
                  first_game: int = 0, chunk: int = 32, threads: int = 1, baseline: bool | None = None,
-                 rules: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 rules: dict[str, Any] | None = None, start_rules: bool = True) -> None:  # fmt: skip
         if games < 1:
             raise ValueError(f"duplicate evaluation games={games}; accepted: an integer >= 1")
         if every_n_epochs < 1:
@@ -150,7 +153,10 @@ class DuplicateEvaluation(L.Callback):
             raise ValueError(f"unknown duplicate evaluation opponent '{opponent}'; accepted: "
                              f"{', '.join(BOT_NAMES)} (bots), {START} (the policy as training started), "
                              "or opponent_checkpoint=<checkpoint file or run directory>")
+        if not start_rules and opponent != START:
+            raise ValueError("duplicate evaluation start_rules=false applies to opponent=start only")
         self.opponent = opponent
+        self.start_rules = start_rules
         self.opponent_checkpoint = opponent_checkpoint
         self.network = opponent in (START, CHECKPOINT)
         self.prefix = prefix
@@ -190,6 +196,8 @@ class DuplicateEvaluation(L.Callback):
             elif global_step > 0:
                 log.warning("duplicate opponent=start: resumed at step %d from a checkpoint without the "
                             "start copy; the opponent is the resumed policy", global_step)
+            if not self.start_rules:  # the network the stage started from, without its fixed rule
+                without_logits_transforms(actor)
         else:
             actor, info = load_policy_actor(self.opponent_checkpoint, device=str(_device(policy)))
             log.info("duplicate opponent: %s (global step %s)", info["file"], info["global_step"])

@@ -29,6 +29,7 @@ from torchrl.modules import ProbabilisticActor
 
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import (
+    MASK_KEY,
     OBS_KEY,
     num_actions,
     observation_shape,
@@ -36,6 +37,8 @@ from meeple.nets.actor_critic import (
 )
 from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
+
+from .safety import OracleSafetyMask
 
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
 HIDDEN_KEY = "hidden"
@@ -156,6 +159,7 @@ def build_mahjong_actor_critic(
     neck: int = 32,
     hidden: int = 256,
     oracle_planes: int = 0,
+    oracle_safety: bool = False,
     with_aux: bool = False,
 ) -> (
     tuple[ProbabilisticActor, TensorDictModule]
@@ -164,7 +168,9 @@ def build_mahjong_actor_critic(
     """Actor and critic on one SE-ResNet trunk; with ``with_aux`` also the auxiliary module
     (trunk + :class:`AuxiliaryHeads`, writing :data:`AUX_OUTPUTS`), sharing the trunk's weights.
 
-    ``oracle_planes`` > 0 widens the stem to read the env's ``oracle`` planes too (phase 2).
+    ``oracle_planes`` > 0 widens the stem to read the env's ``oracle`` planes too (phase 2);
+    ``oracle_safety`` then also blocks the discards those planes show an opponent can ron on,
+    while another action is legal (:class:`meeple_mahjong.safety.OracleSafetyMask`).
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
@@ -200,6 +206,11 @@ def build_mahjong_actor_critic(
                 f"accepted: model.oracle_planes={oracle_shape[0]}"
             )
         in_keys.append(ORACLE_KEY)
+    if oracle_safety and not oracle_planes:
+        raise ConfigError(
+            "model.oracle_safety=true reads the oracle planes; accepted: with model.oracle_planes=205 "
+            "(and env.oracle=true), or model.oracle_safety=false"
+        )
     planes, width = shape
     trunk = TensorDictModule(
         MahjongTrunk(
@@ -217,7 +228,10 @@ def build_mahjong_actor_critic(
         [HIDDEN_KEY],
     )
     num_actions(action_spec)  # a discrete action spec, or a clear error
-    actor, critic = shared_heads(trunk, hidden, observation_spec, action_spec)
+    actor, critic = shared_heads(
+        trunk, hidden, observation_spec, action_spec,
+        OracleSafetyMask() if oracle_safety else None, (ORACLE_KEY, MASK_KEY) if oracle_safety else (),
+    )  # fmt: skip
     if not with_aux:
         return actor, critic
     aux = TensorDictSequential(

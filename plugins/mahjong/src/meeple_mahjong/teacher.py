@@ -1,0 +1,70 @@
+"""The oracle teacher's PPO (phase 2, docs/mahjong_phase2.md): PPO plus what the oracle knows for
+certain, that a discard deals in.
+
+Plain PPO from the cloned phase-1 policy did not learn to read the oracle planes in a CPU budget:
+a deal-in is a few percent of the learner's discards and its reward is buried in the game's
+score and rank noise. But the oracle planes say exactly which discards an opponent can ron
+(meeple_mahjong.safety). The safety term is the negative log of the policy's mass on the legal
+actions that do not deal in, over the decisions that offer both kinds of action:
+
+    loss += safety_coef * mean_s [ -log sum_{a legal, not dealing} pi(a | s) ]
+
+It is zero for a policy that never deals in when it need not, and it needs no reward. It is
+logged with two diagnostics that also measure plain PPO (``safety_coef: 0``):
+``oracle/dealing_mass`` (the policy's mass on dealing actions in those decisions) and
+``oracle/dealing_rate`` (how often the action the rollout took there dealt in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDictBase
+
+from meeple.errors import ConfigError
+from meeple.phases.ppo.module import PPOModule
+
+from .net import ORACLE_KEY
+from .safety import dealing_actions, discard_kinds
+
+MASK_KEY = "action_mask"
+
+
+class OracleTeacherModule(PPOModule):
+    """:class:`PPOModule` for a network that reads the oracle planes, with the safety term."""
+
+    def __init__(self, *networks: torch.nn.Module, safety_coef: float = 0.0, **ppo) -> None:
+        if not isinstance(safety_coef, int | float) or safety_coef < 0:
+            raise ConfigError(
+                f"phase.module.safety_coef={safety_coef!r}; accepted: a float >= 0 (0: off)"
+            )
+        super().__init__(*networks, **ppo)
+        self.safety_coef = float(safety_coef)
+        self.register_buffer("action_kinds", discard_kinds(), persistent=False)
+
+    def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
+                    metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:
+        extra = super().extra_terms(batch, losses, policy, metrics)
+        if ORACLE_KEY not in batch.keys():
+            raise ConfigError(
+                "the oracle teacher's batch has no oracle planes; accepted: env.oracle=true "
+                "with model.oracle_planes=205"
+            )
+        mask = batch[MASK_KEY].bool()
+        dealing = dealing_actions(batch[ORACLE_KEY], mask, self.action_kinds)
+        chosen = (mask & ~dealing).any(-1) & dealing.any(-1)  # a choice between both kinds
+        if not bool(chosen.any()):
+            return extra
+        log_p = torch.log_softmax(policy().logits.clamp_min(-1e9), -1)[chosen]
+        safe = mask[chosen] & ~dealing[chosen]
+        log_safe = torch.logsumexp(log_p.masked_fill(~safe, -torch.inf), -1)
+        taken = batch["action"][chosen]
+        metrics["oracle/dealing_mass"] = -torch.expm1(log_safe).mean().detach()
+        metrics["oracle/dealing_rate"] = dealing[chosen].gather(-1, taken.unsqueeze(-1)).float().mean()
+        metrics["oracle/choice_fraction"] = chosen.float().mean()
+        if self.safety_coef == 0:
+            return extra
+        safety = -log_safe.mean()
+        metrics["loss/oracle_safety"] = safety.detach()
+        return extra + self.safety_coef * safety

@@ -1,0 +1,204 @@
+"""The oracle teacher's safety term (meeple_mahjong.teacher): the discards it calls dealing are the
+ones the engine lets an opponent ron, and the term steers a policy off them."""
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+import meeple_mahjong as mj
+from meeple.errors import ConfigError
+from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong.net import build_mahjong_actor_critic
+from meeple_mahjong.safety import BLOCK_MARGIN, dealing_actions, discard_kinds
+from meeple_mahjong.teacher import OracleTeacherModule
+from meeple_native import mahjong as _mj
+
+TINY = dict(blocks=1, channels=8, groups=4, neck=4, hidden=16)
+
+
+def _replay(history, seed, index):
+    g = mj.Game()
+    g.reset(seed, index)
+    for seat, action in history:
+        g.step(seat, action)
+    return g
+
+
+def _rons_after(history, seed, index, seat, action):
+    """Whether any other seat may ron right after ``seat`` plays ``action`` (the engine says)."""
+    g = _replay(history, seed, index)
+    g.step(seat, action)
+    if g.is_done():
+        return False
+    return any(a.type == "ron" for s in g.pending() if s != seat for a in g.legal_actions(s))
+
+
+def test_dealing_discards_are_exactly_the_ones_an_opponent_may_ron_on_or_lack_a_yaku():
+    """Over rule-bot games: every discard after which the engine offers an opponent ron is
+    marked dealing (none missed), and most marked discards are ron-able (the rest: no yaku)."""
+    kinds = discard_kinds()
+    checked = marked = ronnable_marked = 0
+    for index in range(3):
+        g = mj.Game()
+        g.reset(11, index)
+        history = []
+        streams = [_mj.BotStream(_mj.seat_stream_seed(5, s)) for s in range(4)]
+        while not g.is_done() and checked < 400:
+            seat = g.pending()[0]
+            mask = torch.as_tensor(mj.legal_mask(g, seat)).bool()
+            if seat == 0 and mask[kinds >= 0].any() and len(g.pending()) == 1:
+                oracle = torch.as_tensor(mj.encode_oracle(g, seat))
+                dealing = dealing_actions(oracle, mask, kinds)
+                for a in np.flatnonzero(mask[:37].numpy()):  # plain discards
+                    action = mj.action_from_index(g, seat, int(a))
+                    rons = _rons_after(history, 11, index, seat, action)
+                    checked += 1
+                    assert not (rons and not dealing[a]), (index, len(history), a)
+                    marked += bool(dealing[a])
+                    ronnable_marked += bool(dealing[a]) and rons
+            action = streams[seat].act(g, seat, "rule")
+            history.append((seat, action))
+            g.step(seat, action)
+    assert checked >= 100 and marked >= 5, (checked, marked)
+    assert ronnable_marked >= marked / 2, (ronnable_marked, marked)
+
+
+def _networks(safety: bool = False):
+    env = MahjongEnv(1, oracle=True)
+    torch.manual_seed(0)
+    networks = build_mahjong_actor_critic(env.observation_spec, env.action_spec, **TINY,
+                                          oracle_planes=mj.ORACLE_PLANES, oracle_safety=safety)  # fmt: skip
+    env.close()
+    return networks
+
+
+def _module(coef: float):
+    actor, critic = _networks()
+    return OracleTeacherModule(actor, critic, optimizer=torch.optim.Adam, anneal_lr=False,
+                               max_grad_norm=None, gamma=1.0, gae_lambda=0.95, clip_epsilon=0.1,
+                               entropy_coef=0.0, critic_coef=0.5, normalize_advantage=False,
+                               safety_coef=coef)  # fmt: skip
+
+
+def _batch(n: int = 64) -> TensorDict:
+    """Discard decisions where kinds 0-2 are legal and opponent 1 waits on kind 0."""
+    oracle = torch.zeros(n, mj.ORACLE_PLANES, 34)
+    oracle[:, 6, 0] = 1.0  # opponent 1's winning kinds: 1m
+    oracle[n // 2 :, 7, :] = 1.0  # ... but in half the rows it is furiten: nothing deals in
+    mask = torch.zeros(n, mj.NUM_ACTIONS, dtype=torch.bool)
+    mask[:, :3] = True
+    return TensorDict({"observation": torch.zeros(n, 84, 34), "oracle": oracle, "action_mask": mask,
+                       "action": torch.zeros(n, dtype=torch.int64)}, [n])  # fmt: skip
+
+
+def test_the_safety_term_moves_the_mass_off_dealing_discards():
+    module = _module(1.0)
+    batch = _batch()
+    opt = torch.optim.Adam(module.actor.parameters(), lr=1e-2)
+    masses = []
+    for _ in range(60):
+        metrics = {}
+        loss = module.extra_terms(batch, TensorDict(), lambda: module.actor.get_dist(batch), metrics)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        masses.append(float(metrics["oracle/dealing_mass"]))
+        # only the rows where opponent 1 is not furiten offer a choice, and the rollout's action
+        # (kind 0) dealt in in all of them
+        assert float(metrics["oracle/choice_fraction"]) == 0.5
+        assert float(metrics["oracle/dealing_rate"]) == 1.0
+    assert masses[0] == pytest.approx(1 / 3, abs=0.05) and masses[-1] < 0.05, masses
+    # the oracle stem's weights are what moved it: the public planes are all zero here
+    (stem,) = [p for name, p in module.actor.named_parameters() if name.endswith("stem.0.weight")]
+    assert stem.grad[:, 84:].abs().sum() > 0
+
+
+def test_without_the_coefficient_it_only_measures():
+    module = _module(0.0)
+    batch = _batch()
+    metrics = {}
+    assert module.extra_terms(batch, TensorDict(), lambda: module.actor.get_dist(batch), metrics) == 0.0
+    assert "loss/oracle_safety" not in metrics and "oracle/dealing_mass" in metrics
+    with pytest.raises(ConfigError, match="safety_coef"):
+        _module(-1.0)
+
+
+def test_the_safety_mask_blocks_avoidable_dealing_actions_and_nothing_else():
+    plain, _ = _networks()
+    safe, _ = _networks(safety=True)
+    safe.load_state_dict(plain.state_dict())  # strict: the mask has no parameters
+    batch = _batch()
+    batch["observation"] = torch.rand(len(batch), 84, 34)
+    p = plain.get_dist(batch.clone()).logits.clamp_min(-1e9)
+    q = safe.get_dist(batch.clone()).logits.clamp_min(-1e9)
+    half = len(batch) // 2
+    # not furiten: the dealing 1m (and its riichi form, illegal here) is blocked below the others
+    assert (q[:half, 0] <= q[:half, 1:3].min(-1).values - BLOCK_MARGIN + 1e-4).all()
+    torch.testing.assert_close(q[:half, 1] - q[:half, 2], p[:half, 1] - p[:half, 2])  # log-probs: differences
+    assert (q[:half, :3].argmax(-1) != 0).all()
+    # furiten rows: untouched
+    torch.testing.assert_close(q[half:], p[half:])
+    # a student that cannot see the oracle pays a finite KL to it
+    student = torch.log_softmax(torch.zeros(half, 3), -1)
+    teacher = torch.log_softmax(q[:half, :3], -1)
+    kl = (student.exp() * (student - teacher)).sum(-1)
+    assert torch.isfinite(kl).all() and (kl > 1).all()
+    # when every legal action deals in, nothing is blocked
+    batch["action_mask"][:, 1:3] = False
+    torch.testing.assert_close(safe.get_dist(batch.clone()).logits, plain.get_dist(batch.clone()).logits)
+
+
+def test_the_safety_mask_needs_the_oracle_planes():
+    env = MahjongEnv(1)
+    with pytest.raises(ConfigError, match="oracle_safety"):
+        build_mahjong_actor_critic(env.observation_spec, env.action_spec, **TINY, oracle_safety=True)
+    env.close()
+
+
+def test_the_safe_policy_never_deals_in_when_it_need_not():
+    """At every decision of a full game the safe wrapper's action is not dealing unless every
+    legal action is; the wrapped policy is asked with the dealing actions masked out."""
+    from meeple_mahjong import duplicate as dup
+    from meeple_mahjong.policy import PolicyTable
+    from meeple_mahjong.safety import safe_policy
+
+    kinds = discard_kinds()
+    seen = {"decisions": 0, "avoided": 0}
+
+    def first_legal(obs, mask):  # plain discards come first: often a dealing tile
+        return mask.to(torch.int8).argmax(-1)
+
+    fn = safe_policy(first_legal)
+
+    def checked(obs, mask, oracle):
+        actions = fn(obs, mask, oracle)
+        dealing = dealing_actions(oracle, mask.bool(), kinds)
+        chose = dealing.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        all_dealing = ~(mask.bool() & ~dealing).any(-1)
+        assert not (chose & ~all_dealing).any()
+        seen["decisions"] += len(obs)
+        seen["avoided"] += int((dealing.gather(-1, first_legal(obs, mask).unsqueeze(-1)).squeeze(-1)
+                                & ~all_dealing).sum())
+        return actions
+
+    checked.oracle = True
+    table = PolicyTable({"policy": checked}, threads=1)
+    dup.run_duplicate(table, "policy", "rule", 2, seed=3)
+    assert seen["decisions"] > 100 and seen["avoided"] > 0, seen
+
+
+def test_the_start_copy_can_play_without_the_rule():
+    """duplicate opponent=start with start_rules=false: the network alone (the phase-1 student)."""
+    from meeple.nets.actor_critic import without_logits_transforms
+    from meeple_mahjong.evaluation import DuplicateEvaluation
+
+    plain, _ = _networks()
+    safe, _ = _networks(safety=True)
+    safe.load_state_dict(plain.state_dict())
+    batch = _batch()
+    assert not torch.allclose(safe.get_dist(batch.clone()).logits, plain.get_dist(batch.clone()).logits)
+    assert without_logits_transforms(safe) == 1
+    torch.testing.assert_close(safe.get_dist(batch.clone()).logits, plain.get_dist(batch.clone()).logits)
+    with pytest.raises(ValueError, match="start_rules"):
+        DuplicateEvaluation(games=1, opponent="rule", start_rules=False)
