@@ -294,7 +294,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--safe-challenger", action="store_true",
                    help="the challenger (a network) never plays a discard the oracle planes show an "
                    "opponent can ron on while another action is legal: the ceiling of phase 2's "
-                   "teacher safety term (meeple_mahjong.teacher)")  # fmt: skip
+                   "teacher safety rule (meeple_mahjong.safety)")  # fmt: skip
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="the policy's checkpoint (.pt) or run directory (its newest stage's latest.pt)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
@@ -360,9 +360,8 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
     policies, info = {}, {}
     for role, path in a.sources.items():
         actor, loaded = load_policy_actor(path, device=a.device)
-        key = str(Path(loaded["file"]).resolve())  # a run directory and its latest.pt: one network
         safe = a.safe_challenger and role == "challenger"
-        key += " (safe)" if safe else ""
+        key = (str(Path(loaded["file"]).resolve()), safe)  # a run directory and its latest.pt: one network
         player = next((n for n, (k, _) in policies.items() if k == key), None)
         if player is None:
             trained = bool(((loaded["config"].get("env") or {}).get("rules") or {}).get("east_only", False))

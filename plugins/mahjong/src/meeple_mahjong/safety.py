@@ -59,6 +59,11 @@ def avoidable(dealing: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return dealing & (mask.bool() & ~dealing).any(-1, keepdim=True)
 
 
+def blocked_actions(oracle: torch.Tensor, mask: torch.Tensor, kinds: torch.Tensor) -> torch.Tensor:
+    """bool (..., 155): what the safety rule blocks: the avoidable dealing actions."""
+    return avoidable(dealing_actions(oracle, mask, kinds), mask)
+
+
 class OracleSafetyMask(nn.Module):
     """``(logits, oracle, action_mask) -> logits`` with the avoidable dealing actions blocked:
     at most :data:`BLOCK_MARGIN` below the lowest legal safe logit, so greedy play never picks
@@ -70,7 +75,7 @@ class OracleSafetyMask(nn.Module):
 
     def forward(self, logits: torch.Tensor, oracle: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         mask = mask.bool()
-        blocked = avoidable(dealing_actions(oracle, mask, self.kinds), mask)
+        blocked = blocked_actions(oracle, mask, self.kinds)
         floor = logits.masked_fill(~mask | blocked, torch.inf).amin(-1, keepdim=True)
         return torch.where(blocked, torch.minimum(logits, floor - BLOCK_MARGIN), logits)
 
@@ -81,8 +86,8 @@ def safe_policy(policy: PolicyFn) -> PolicyFn:
 
     def act(obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
         legal = mask.bool()
-        blocked = avoidable(dealing_actions(oracle, legal, kinds), legal)
-        return call_policy(policy, obs, legal & ~blocked, oracle, what="the safe policy's network")
+        return call_policy(policy, obs, legal & ~blocked_actions(oracle, legal, kinds), oracle,
+                           what="the safe policy's network")
 
     act.oracle = True  # type: ignore[attr-defined]
     return act

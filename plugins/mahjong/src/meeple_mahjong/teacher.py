@@ -23,12 +23,11 @@ import torch
 from tensordict import TensorDictBase
 
 from meeple.errors import ConfigError
+from meeple.nets.actor_critic import MASK_KEY
 from meeple.phases.ppo.module import PPOModule
 
 from .net import ORACLE_KEY
-from .safety import dealing_actions, discard_kinds
-
-MASK_KEY = "action_mask"
+from .safety import avoidable, dealing_actions, discard_kinds
 
 
 class OracleTeacherModule(PPOModule):
@@ -53,18 +52,18 @@ class OracleTeacherModule(PPOModule):
             )
         mask = batch[MASK_KEY].bool()
         dealing = dealing_actions(batch[ORACLE_KEY], mask, self.action_kinds)
-        chosen = (mask & ~dealing).any(-1) & dealing.any(-1)  # a choice between both kinds
-        if not bool(chosen.any()):
-            return extra
-        log_p = torch.log_softmax(policy().logits.clamp_min(-1e9), -1)[chosen]
-        safe = mask[chosen] & ~dealing[chosen]
-        log_safe = torch.logsumexp(log_p.masked_fill(~safe, -torch.inf), -1)
-        taken = batch["action"][chosen]
-        metrics["oracle/dealing_mass"] = -torch.expm1(log_safe).mean().detach()
-        metrics["oracle/dealing_rate"] = dealing[chosen].gather(-1, taken.unsqueeze(-1)).float().mean()
+        chosen = avoidable(dealing, mask).any(-1)  # a choice between both kinds of action
+        # Masked sums, not boolean indexing: no data-dependent shape, so no device sync per minibatch.
+        rows = chosen.sum().clamp_min(1)
+        log_p = torch.log_softmax(policy().logits.clamp_min(-1e9), -1)
+        log_safe = torch.logsumexp(log_p.masked_fill(~(mask & ~dealing), -torch.inf), -1)
+        log_safe = torch.where(chosen, log_safe, 0.0)  # rows without a choice count nothing
+        took = dealing.gather(-1, batch["action"].unsqueeze(-1)).squeeze(-1) & chosen
+        metrics["oracle/dealing_mass"] = (-torch.expm1(log_safe)).sum().detach() / rows
+        metrics["oracle/dealing_rate"] = took.sum() / rows
         metrics["oracle/choice_fraction"] = chosen.float().mean()
         if self.safety_coef == 0:
             return extra
-        safety = -log_safe.mean()
+        safety = -log_safe.sum() / rows
         metrics["loss/oracle_safety"] = safety.detach()
         return extra + self.safety_coef * safety
