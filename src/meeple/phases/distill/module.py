@@ -11,7 +11,8 @@ Per minibatch the student minimises
 - ``pi_anchor``: the frozen policy the stage started from (PPO's reference KL, annealed by
   ``phase.reference_kl``): the student cannot drift far from its behavioral clone early on;
 - oracle stages (``distill.schedule``) set the keep probabilities and lambda_KL; a stage ends
-  after ``advance.max_rollouts`` rollouts or earlier when ``advance.metric`` stops improving.
+  after ``advance.max_rollouts`` rollouts or earlier when ``advance.metric`` stops improving
+  (not before ``advance.min_rollouts``; :class:`meeple.phases.distill.schedule.OracleClock`).
   After the last stage (the *final* stretch) the learning rate drops by ``final.lr_factor`` and
   the clipped surrogate gives way to the truncated importance-weighted policy gradient
   -E[min(rho, c) A log pi_s(a|s)], rho = pi_s(a|s) / mu(a|s) with mu the policy that collected
@@ -24,7 +25,6 @@ final stretch, ``distill/is_weight``. The schedule's position is part of the che
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import torch
 from tensordict import TensorDictBase
 
 from meeple.errors import ConfigError
+from meeple.phases.distill.schedule import OracleClock
 from meeple.phases.distill.schema import Distill
 from meeple.phases.ppo.module import PPOModule
 
@@ -49,12 +50,7 @@ class DistillModule(PPOModule):
         self.teacher: torch.nn.Module | None = None
         self.generator = torch.Generator().manual_seed(dropout_seed)
         self.normalize_advantage = bool(ppo.get("normalize_advantage", True))
-        # schedule position: oracle stage, rollouts in it, plateau tracking, final stretch on
-        self.stage = 0
-        self.stage_rollouts = 0
-        self.best: float | None = None
-        self.stale = 0
-        self.final = False
+        self.clock = OracleClock(distill)  # which oracle stage, or the final stretch
 
     # -- the teacher ---------------------------------------------------------------------
     def set_teacher(self, checkpoint: dict[str, Any], file: Path) -> None:
@@ -106,40 +102,14 @@ class DistillModule(PPOModule):
         return planes * scale.unsqueeze(-1)
 
     # -- the schedule --------------------------------------------------------------------
-    def current(self):
-        return self.distill.schedule[min(self.stage, len(self.distill.schedule) - 1)]
-
     def keep_probabilities(self) -> dict[str, float]:
-        keep = {name: 1.0 for name in self.distill.groups}
-        keep.update(self.current().keep)
-        return keep
+        return self.clock.keep_probabilities()
 
     def kl_coef(self) -> float:
-        return self.current().kl_coef
-
-    def advance_schedule(self, metrics: dict[str, float]) -> None:
-        """After a rollout: count it and move to the next oracle stage when this one is over."""
-        if self.final:
-            return
-        self.stage_rollouts += 1
-        rule = self.distill.advance
-        plateau = False
-        value = metrics.get(rule.metric) if rule.metric else None
-        if value is not None and math.isfinite(value):
-            sign = 1.0 if rule.mode == "min" else -1.0
-            if self.best is None or sign * (self.best - value) > rule.min_delta:
-                self.best, self.stale = value, 0
-            else:
-                self.stale += 1
-                plateau = self.stale >= rule.patience
-        if self.stage_rollouts < rule.max_rollouts and not plateau:
-            return
-        self.stage, self.stage_rollouts, self.best, self.stale = self.stage + 1, 0, None, 0
-        if self.stage >= len(self.distill.schedule):
-            self.enter_final()
+        return self.clock.kl_coef()
 
     def enter_final(self) -> None:
-        self.final = True
+        """The final stretch: lower the learning rate (the clock already says final)."""
         factor = self.distill.final.lr_factor
         scheduler = self.lr_schedulers()
         if scheduler is not None:  # the schedule multiplies its base rates: lower those
@@ -152,7 +122,7 @@ class DistillModule(PPOModule):
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:
         extra = super().extra_terms(batch, losses, policy, metrics)  # the anchor
         kl_coef = self.kl_coef()
-        metrics["distill/oracle_stage"] = torch.tensor(float(len(self.distill.schedule) if self.final else self.stage))
+        metrics["distill/oracle_stage"] = torch.tensor(float(self.clock.stage))
         metrics["distill/kl_coef"] = torch.tensor(kl_coef)
         for name, p in self.keep_probabilities().items():
             metrics[f"distill/keep_{name}"] = torch.tensor(p)
@@ -164,7 +134,7 @@ class DistillModule(PPOModule):
             kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean()  # KL(pi_s || pi_t^tau)
             metrics["loss/teacher_kl"] = kl.detach()
             extra = extra + kl_coef * kl
-        if self.final:
+        if self.clock.final:
             objective, weight = self.truncated_is_objective(batch, policy())
             metrics["distill/is_weight"] = weight
             extra = extra + objective - losses["loss_objective"]  # replaces the clipped surrogate
@@ -185,17 +155,16 @@ class DistillModule(PPOModule):
         count = max(self._count, 1)
         rollout = {k: (v / count).item() for k, v in self._sums.items()}
         super().on_train_epoch_end()  # logs this rollout under the stage it ran in
-        self.advance_schedule(rollout)
+        if self.clock.after_rollout(rollout):
+            self.enter_final()
 
     # -- checkpoint ----------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint[_STATE_KEY] = dict(stage=self.stage, stage_rollouts=self.stage_rollouts, best=self.best,
-                                      stale=self.stale, final=self.final, generator=self.generator.get_state())
+        checkpoint[_STATE_KEY] = dict(self.clock.state_dict(), generator=self.generator.get_state())
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get(_STATE_KEY)
         if state is None:
             raise ConfigError("this checkpoint has no distillation schedule state: it was not written by phase=distill")
-        self.stage, self.stage_rollouts = int(state["stage"]), int(state["stage_rollouts"])
-        self.best, self.stale, self.final = state["best"], int(state["stale"]), bool(state["final"])
+        self.clock.load_state_dict(state)
         self.generator.set_state(state["generator"])

@@ -26,9 +26,11 @@ class OracleStage:
 @dataclass
 class Advance:
     """When an oracle stage ends: after ``max_rollouts`` rollouts, or earlier on a plateau of
-    ``metric`` (no improvement by more than ``min_delta`` for ``patience`` rollouts)."""
+    ``metric`` (no improvement by more than ``min_delta`` for ``patience`` rollouts), but not
+    before ``min_rollouts``."""
 
     max_rollouts: int = 50
+    min_rollouts: int = 0
     metric: str | None = "loss/teacher_kl"  # a per-rollout training metric; null: step count only
     mode: str = "min"
     patience: int = 5
@@ -78,6 +80,8 @@ def check_distill(cfg: DictConfig, phase: DistillPhase) -> None:
         require(stage.kl_coef >= 0, f"phase.distill.schedule[{i}].kl_coef", stage.kl_coef, "a float >= 0")
     a = d.advance
     require(a.max_rollouts >= 1, "phase.distill.advance.max_rollouts", a.max_rollouts, "an integer >= 1")
+    require(0 <= a.min_rollouts <= a.max_rollouts, "phase.distill.advance.min_rollouts", a.min_rollouts,
+            f"an integer in [0, max_rollouts={a.max_rollouts}]")
     require(a.mode in ("min", "max"), "phase.distill.advance.mode", a.mode, "min, max")
     require(a.patience >= 1, "phase.distill.advance.patience", a.patience, "an integer >= 1")
     require(0 < d.final.lr_factor <= 1, "phase.distill.final.lr_factor", d.final.lr_factor, "a float in (0, 1]")
