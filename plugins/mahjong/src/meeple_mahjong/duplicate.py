@@ -355,6 +355,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
     import torch  # only a policy needs torch
 
     from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
+    from meeple_mahjong.safety import safe_policy
 
     torch.set_num_threads(a.torch_threads)
     policies, info = {}, {}
@@ -374,8 +375,6 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
             player = POLICY_PLAYER if not policies else f"{POLICY_PLAYER}-{len(policies) + 1}"
             fn = greedy_policy(actor, device=a.device)
             if safe:
-                from meeple_mahjong.safety import safe_policy
-
                 fn = safe_policy(fn)
             policies[player] = (key, fn)
         info[role] = {"checkpoint": loaded["file"], "checkpoint_global_step": loaded["global_step"],

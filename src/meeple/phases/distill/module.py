@@ -91,7 +91,7 @@ class DistillModule(PPOModule):
 
     def drop_planes(self, planes: torch.Tensor) -> torch.Tensor:
         """Each plane of each group kept with the stage's probability, else zero (per sample)."""
-        keep = self.keep_probabilities()
+        keep = self.clock.keep_probabilities()
         if all(p >= 1.0 for p in keep.values()):
             return planes
         scale = torch.ones(planes.shape[:-1], device=planes.device)  # (..., planes)
@@ -102,12 +102,6 @@ class DistillModule(PPOModule):
         return planes * scale.unsqueeze(-1)
 
     # -- the schedule --------------------------------------------------------------------
-    def keep_probabilities(self) -> dict[str, float]:
-        return self.clock.keep_probabilities()
-
-    def kl_coef(self) -> float:
-        return self.clock.kl_coef()
-
     def enter_final(self) -> None:
         """The final stretch: lower the learning rate (the clock already says final)."""
         factor = self.distill.final.lr_factor
@@ -121,10 +115,10 @@ class DistillModule(PPOModule):
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:
         extra = super().extra_terms(batch, losses, policy, metrics)  # the anchor
-        kl_coef = self.kl_coef()
+        kl_coef = self.clock.kl_coef()
         metrics["distill/oracle_stage"] = torch.tensor(float(self.clock.stage))
         metrics["distill/kl_coef"] = torch.tensor(kl_coef)
-        for name, p in self.keep_probabilities().items():
+        for name, p in self.clock.keep_probabilities().items():
             metrics[f"distill/keep_{name}"] = torch.tensor(p)
         metrics["distill/lr"] = torch.tensor(self.optimizers().param_groups[0]["lr"])
         if kl_coef > 0:

@@ -24,7 +24,11 @@ class OracleClock:
         self.stage_rollouts = 0
         self.best: float | None = None
         self.stale = 0
-        self.final = False
+
+    @property
+    def final(self) -> bool:
+        """In the final stretch: past the last oracle stage."""
+        return self.stage >= len(self.distill.schedule)
 
     def current(self) -> OracleStage:
         return self.distill.schedule[min(self.stage, len(self.distill.schedule) - 1)]
@@ -54,14 +58,13 @@ class OracleClock:
         if self.stage_rollouts < rule.max_rollouts and not plateau:
             return False
         self.stage, self.stage_rollouts, self.best, self.stale = self.stage + 1, 0, None, 0
-        self.final = self.stage >= len(self.distill.schedule)
         return self.final
 
-    # -- checkpoint (the keys earlier checkpoints have) -----------------------------------------
+    # -- checkpoint (the keys earlier checkpoints have; `final` is written for them, derived on load) --
     def state_dict(self) -> dict[str, Any]:
         return dict(stage=self.stage, stage_rollouts=self.stage_rollouts, best=self.best, stale=self.stale,
                     final=self.final)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stage, self.stage_rollouts = int(state["stage"]), int(state["stage_rollouts"])
-        self.best, self.stale, self.final = state["best"], int(state["stale"]), bool(state["final"])
+        self.best, self.stale = state["best"], int(state["stale"])
