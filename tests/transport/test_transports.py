@@ -66,6 +66,24 @@ def test_seeds_reach_env_i_as_seed_plus_i(setup):
         assert_same(expected, play(client, steps=12, seed=5), transport)
 
 
+def test_a_wrong_action_count_is_refused_as_malformed(setup):
+    """Every transport refuses it (shm in the client, which writes the actions in place)."""
+    from meeple.transport.protocol import ErrorCode, ProtocolError
+
+    transport, workers = setup
+    with (
+        serving(COUNTER, transport, num_envs=3, num_workers=workers) as server,
+        client_for(server) as client,
+    ):
+        client.reset(0)
+        for actions in ([1], [1, 1, 1, 1]):
+            with pytest.raises(ProtocolError, match="3") as err:
+                client.step(np.array(actions, dtype=np.int32))
+            assert err.value.code == ErrorCode.MALFORMED
+            if transport != "shm":  # a malformed frame closes the connection
+                break
+
+
 def test_auto_reset_returns_the_first_observation_with_done():
     with serving(COUNTER, "socket", num_envs=2) as server, client_for(server) as client:
         client.reset(0)

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from meeple.envs.record_env import RecordEnv
@@ -47,18 +46,9 @@ class ShmClient:
             raise
         self.spaces = self.channel.spaces
         self.server_name = self.control.server_name
-
-    def reset(self, seed: int | None) -> np.ndarray:
-        return self.channel.reset(seed)
-
-    def step(self, actions: np.ndarray) -> np.ndarray:
-        return self.channel.step(actions)
-
-    def step_multi(self, actions: np.ndarray) -> np.ndarray:
-        return self.channel.step_multi(actions)
-
-    def observe(self, all_seats: bool = False) -> np.ndarray:
-        return self.channel.observe(all_seats)
+        # the channel's own methods: a forwarding call was ~0.1 us of a ~5 us round trip
+        self.reset, self.step = self.channel.reset, self.channel.step
+        self.step_multi, self.observe = self.channel.step_multi, self.channel.observe
 
     def health(self) -> dict[str, int]:
         return self.control.health()
@@ -248,7 +238,11 @@ def make_remote_env(
 
 
 def _foreign_server(
-    env_cfg: Mapping[str, Any], transport_cfg: Mapping[str, Any], kind: str, games: int, workers: int
+    env_cfg: Mapping[str, Any],
+    transport_cfg: Mapping[str, Any],
+    kind: str,
+    games: int,
+    workers: int,
 ) -> dict[str, Any]:
     """``address`` and ``command`` of a backend's own server (``server_command``), else nothing
     (``python -m meeple.serve``)."""
@@ -257,11 +251,19 @@ def _foreign_server(
     if command is None:
         return {}
     address = default_address(kind, str(env_cfg["backend"]))
-    wait = {key: transport_cfg[key] for key in ("spin_us", "yield_us", "timeout_s") if key in transport_cfg}
+    wait = {
+        key: transport_cfg[key]
+        for key in ("spin_us", "yield_us", "timeout_s")
+        if key in transport_cfg
+    }
     return {
         "address": address,
         "command": command(
-            env_cfg, transport=kind, address=address, num_envs=games,
-            num_workers=max(workers, 1) if kind == "shm" else (workers or None), wait=wait,
+            env_cfg,
+            transport=kind,
+            address=address,
+            num_envs=games,
+            num_workers=max(workers, 1) if kind == "shm" else (workers or None),
+            wait=wait,
         ),
     }

@@ -14,7 +14,7 @@ import mmap
 import os
 import signal
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from meeple.transport.protocol import (
     Spaces,
     round_up,
 )
-from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, futex_wake, wait_until
+from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, WordWaiter, futex_wake
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,12 @@ CONTROL = struct.Struct("<IHHIIIIIIIIIIIIQ")  # 64 bytes, fields in docs/protoco
 WORKER_BLOCK = 320
 ERROR_TEXT = 224
 STATE_STARTING, STATE_READY, STATE_CLOSING = 0, 1, 2
-LIVENESS_EVERY = 256  # busy peers check each other's process every this many requests
+LIVENESS_EVERY = 256  # a busy worker checks its server (getppid: ~0.3 us) every this many requests
+# A busy client checks the server every this many: reading /proc/PID/stat (a zombie is dead)
+# takes ~35 us, which was every 256th round trip's latency and most of the 1-env p99.
+# The workers notice a dead server first (above) and stop answering, so the client's
+# futex wait finds out anyway; this check only covers a client kept busy meanwhile.
+CLIENT_LIVENESS_EVERY = 4096
 # word (u32) offsets inside a worker block
 W_DOORBELL, W_WORKER_SLEEPING, W_ENV_ERRORS = 0, 1, 2
 W_DONE, W_CLIENT_SLEEPING, W_FIRST, W_COUNT, W_PID = 16, 17, 18, 19, 20
@@ -207,6 +212,14 @@ class Segment:
         """Index into ``self.words`` of a worker block's u32 field."""
         return (self.layout.workers_offset + worker * WORKER_BLOCK) // 4 + index
 
+    def slot_words(self, first: int, count: int) -> list[int] | None:
+        """Indices into ``self.words`` of the first u32 (req_seq) of slots ``first..``, if they
+        are few: writing a handful one by one (~0.05 us each) beats a numpy fill (~0.4 us)."""
+        if count > 4:
+            return None
+        step, base = self.layout.slot_size // 4, self.layout.slots_offset // 4
+        return [base + i * step for i in range(first, first + count)]
+
     def address(self, word_index: int) -> int:
         return self.base + 4 * word_index
 
@@ -305,28 +318,32 @@ class ShmChannel:
         self._error = [seg.word(w, W_ERROR_AT // 4) for w in self.workers]
         self._command = -1
         self._requests = 0
-        self._budgets = [SpinBudget() for _ in self.workers]
         self.single = seg.records[:, 0]
-        # Views and closures made once: field lookups on the slots' structured array and
-        # per-wait lambdas were a few microseconds of every 1-env request.
+        # Views made once: field lookups on the slots' structured array were a few
+        # microseconds of every 1-env request.
         self._actions = seg.slots["actions"]
+        self._seat_actions = self._actions[:, 0] if self.spaces.num_seats == 1 else None
         self._req_seq = [seg.slots["req_seq"][first : first + n] for first, n in self._ranges]
-        self._reads = [self._reader(self._done[w]) for w in self.workers]
-        self._set_sleeping = [self._setter(self._client_sleeping[w]) for w in self.workers]
-        self._alive_checks = [lambda w=w: self._alive(w) for w in self.workers]
+        # a few slots: their req_seq words one by one (~0.05 us each; a numpy fill ~0.4 us)
+        self._req_seq_words = [seg.slot_words(first, n) for first, n in self._ranges]
+        # per worker, what a request writes: doorbell, its sleeping flag, the slots' req_seq
+        self._lanes = list(
+            zip(self._doorbell, self._worker_sleeping, self._req_seq_words, self._req_seq)
+        )
+        self._replies = [  # waits for each worker's done word
+            WordWaiter(
+                seg.words,
+                self._done[w],
+                changed=False,
+                address=seg.address(self._done[w]),
+                sleeping=self._client_sleeping[w],
+                policy=self.policy,
+                alive=lambda w=w: self._alive(w),
+                budget=SpinBudget(),
+            )
+            for w in self.workers
+        ]
         self.sync()
-
-    def _reader(self, index: int) -> Callable[[], int]:
-        words = self.segment.words
-        return lambda: words[index]
-
-    def _setter(self, index: int) -> Callable[[int], None]:
-        words = self.segment.words
-
-        def set_value(value: int) -> None:
-            words[index] = value
-
-        return set_value
 
     def sync(self) -> None:
         """Wait out a request a previous client left in flight; continue its sequence numbers."""
@@ -345,22 +362,17 @@ class ShmChannel:
 
     def _wait(self, worker: int, seq: int) -> None:
         try:
-            wait_until(
-                self._reads[worker],
-                seq.__eq__,
-                address=self.segment.address(self._done[worker]),
-                set_sleeping=self._set_sleeping[worker],
-                policy=self.policy,
-                alive=self._alive_checks[worker],
-                budget=self._budgets[worker],
-            )
-        except WaitTimeout as err:
-            raise ProtocolError(
+            self._replies[worker].wait(seq)
+        except (WaitTimeout, ConnectionError) as err:
+            raise self._wait_error(worker, err) from err
+
+    def _wait_error(self, worker: int, err: Exception) -> ProtocolError:
+        if isinstance(err, WaitTimeout):
+            return ProtocolError(
                 ErrorCode.INTERNAL,
                 f"env server worker {worker}: {err} (transport.timeout_s={self.policy.timeout_s})",
-            ) from err
-        except ConnectionError as err:
-            raise ProtocolError(ErrorCode.INTERNAL, str(err)) from err
+            )
+        return ProtocolError(ErrorCode.INTERNAL, str(err))
 
     def request(
         self,
@@ -372,7 +384,18 @@ class ShmChannel:
     ) -> np.ndarray:
         seg, words = self.segment, self.segment.words
         if actions is not None:
-            self._actions[...] = actions.reshape(len(self._actions), -1)  # STEP: every seat
+            n, seats = self.spaces.num_envs, self.spaces.num_seats
+            if actions.size != (n * seats if command == STEP_MULTI else n):
+                what = f"num_envs={n} x num_seats={seats}" if command == STEP_MULTI else f"{n} envs"
+                raise ProtocolError(
+                    ErrorCode.MALFORMED,
+                    f"{actions.size} actions for {what}; one per env"
+                    + (" and seat" if command == STEP_MULTI else ""),
+                )
+            if self._seat_actions is not None and actions.ndim == 1:
+                self._seat_actions[...] = actions
+            else:  # STEP of a multi-seat env (every seat) or STEP_MULTI
+                self._actions[...] = actions.reshape(len(self._actions), -1)
         if command == RESET:
             seg.slots["flags"] = seed is not None
             seg.slots["seed"] = 0 if seed is None else seed % 2**64
@@ -381,27 +404,33 @@ class ShmChannel:
         if command != self._command:
             seg.slots["command"] = self._command = command
         seqs = []
-        for w in self.workers:
-            doorbell = self._doorbell[w]
+        for doorbell, sleeping, slot_words, req_seq in self._lanes:
             seq = (words[doorbell] + 1) & 0xFFFFFFFF
-            self._req_seq[w][...] = seq
+            if slot_words is not None:
+                for i in slot_words:
+                    words[i] = seq
+            else:
+                req_seq[...] = seq
             words[doorbell] = seq
-            if words[self._worker_sleeping[w]]:
+            if words[sleeping]:
                 futex_wake(seg.address(doorbell))
             seqs.append(seq)
+        worker = 0
         try:
-            for w in self.workers:
-                self._wait(w, seqs[w])
+            for worker, seq in enumerate(seqs):
+                self._replies[worker].wait(seq)
+        except (WaitTimeout, ConnectionError) as err:
+            raise self._wait_error(worker, err) from err
         finally:
             if all_seats:
                 seg.slots["flags"] = 0
         self._requests += 1
-        if self._requests % LIVENESS_EVERY == 0 and not pid_alive(seg.server_pid):
+        if self._requests % CLIENT_LIVENESS_EVERY == 0 and not pid_alive(seg.server_pid):
             # busy loops never reach the slow path that checks: look every so often
             raise ProtocolError(ErrorCode.INTERNAL, f"env server (pid {seg.server_pid}) died")
-        for w in self.workers:
-            if words[self._error[w]] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
-                raise ProtocolError(*seg.error(w))
+        for worker, error in enumerate(self._error):
+            if words[error] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
+                raise ProtocolError(*seg.error(worker))
         return seg.records if command == STEP_MULTI or all_seats else self.single
 
     # RecordStepper interface
@@ -454,9 +483,6 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
     )
     words[seg.word(worker, W_PID)] = os.getpid()  # ready
 
-    def set_sleeping(v: int) -> None:
-        words[worker_sleeping] = v
-
     def alive() -> str | None:
         if seg.state == STATE_CLOSING:
             return "closing"
@@ -464,30 +490,30 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             return "server died"
         return None
 
-    def read_doorbell() -> int:
-        return words[doorbell]
-
     last, last_code, served = words[doorbell], 0, 0
-    budget = SpinBudget()
+    requests = WordWaiter(
+        words,
+        doorbell,
+        changed=True,
+        address=seg.address(doorbell),
+        sleeping=worker_sleeping,
+        policy=policy,
+        alive=alive,
+        timeout_s=float("inf"),
+        budget=SpinBudget(),
+    )
     mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
     slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
     resp_seq = slots["resp_seq"]
+    resp_seq_words = seg.slot_words(first, count)  # resp_seq is the u32 after req_seq
+    resp_seq_words = None if resp_seq_words is None else [i + 1 for i in resp_seq_words]
     env_errors = seg.word(worker, W_ENV_ERRORS)
     steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
-    doorbell_address, done_address = seg.address(doorbell), seg.address(done)
+    done_address = seg.address(done)
     try:
         while True:
             try:
-                seq = wait_until(
-                    read_doorbell,
-                    last.__ne__,
-                    address=doorbell_address,
-                    set_sleeping=set_sleeping,
-                    policy=policy,
-                    alive=alive,
-                    timeout_s=float("inf"),
-                    budget=budget,
-                )
+                seq = requests.wait(last)
             except ConnectionError:
                 break
             last = seq
@@ -516,7 +542,11 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                 slots["status"] = code
                 seg.set_error(worker, code, text)
                 last_code = code
-            resp_seq[...] = seq
+            if resp_seq_words is not None:
+                for i in resp_seq_words:
+                    words[i] = seq
+            else:
+                resp_seq[...] = seq
             U64.pack_into(mm, steps_at, host.steps)
             words[env_errors] = host.env_errors
             words[done] = seq

@@ -40,7 +40,7 @@ BODY_AT = 16
 HEAD_AT = BODY_AT - HEADER_SIZE
 UNKNOWN_REPLY = 256  # room for a reply whose size the client cannot predict (HELLO, ERROR)
 # plain ints: an IntEnum member lookup costs ~0.1 us, several per request on the hot path
-STEP, ERROR = int(MsgType.STEP), int(MsgType.ERROR)
+STEP, ERROR, CLOSE = int(MsgType.STEP), int(MsgType.ERROR), int(MsgType.CLOSE)
 ENV_COMMANDS = frozenset(int(t) for t in (MsgType.RESET, STEP, MsgType.STEP_MULTI, MsgType.OBSERVE))
 
 
@@ -346,7 +346,7 @@ class SocketFrontend:
                     )
                     continue
                 send_frame(conn, msg_type, msg_id, reply)
-                if msg_type == MsgType.CLOSE:
+                if msg_type == CLOSE:
                     return
         except OSError:
             pass  # the client went away mid-reply: drop only this connection
@@ -489,7 +489,7 @@ class SocketClient:
         return self._records(reply, self.spaces.num_envs)
 
     def step(self, actions: np.ndarray) -> np.ndarray:
-        reply = self.call(MsgType.STEP, P.encode_actions(actions), self._single_bytes)
+        reply = self.call(STEP, P.encode_actions(actions), self._single_bytes)
         return self._records(reply, self.spaces.num_envs)
 
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
