@@ -14,7 +14,7 @@ import mmap
 import os
 import signal
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,6 +323,7 @@ class ShmChannel:
         # microseconds of every 1-env request.
         self._actions = seg.slots["actions"]
         self._seat_actions = self._actions[:, 0] if self.spaces.num_seats == 1 else None
+        self._shape = (self.spaces.num_envs,)  # of the actions of a STEP
         self._req_seq = [seg.slots["req_seq"][first : first + n] for first, n in self._ranges]
         # a few slots: their req_seq words one by one (~0.05 us each; a numpy fill ~0.4 us)
         self._req_seq_words = [seg.slot_words(first, n) for first, n in self._ranges]
@@ -343,7 +344,49 @@ class ShmChannel:
             )
             for w in self.workers
         ]
+        self._quick_step = self._one_worker_step() if self.spaces.num_seats == 1 else None
         self.sync()
+
+    def _one_worker_step(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """STEP for one worker and one seat: :meth:`request` without its branches, list and
+        attribute lookups (everything it touches is bound here once). ~0.7 us less of a
+        ~5 us 1-env round trip."""
+        if len(self.workers) != 1:
+            return None
+        words, single, seat_actions = self.segment.words, self.single, self._seat_actions
+        ((doorbell, sleeping, slot_words, req_seq),) = self._lanes
+        address, wait, error = self.segment.address(doorbell), self._replies[0].wait, self._error[0]
+
+        def step(actions: np.ndarray) -> np.ndarray:
+            seat_actions[...] = actions
+            seq = (words[doorbell] + 1) & 0xFFFFFFFF
+            if slot_words is not None:
+                for i in slot_words:
+                    words[i] = seq
+            else:
+                req_seq[...] = seq
+            words[doorbell] = seq
+            if words[sleeping]:
+                futex_wake(address)
+            try:
+                wait(seq)
+            except (WaitTimeout, ConnectionError) as err:
+                raise self._wait_error(0, err) from err
+            self._requests += 1
+            if self._requests % CLIENT_LIVENESS_EVERY == 0:
+                self._check_server()
+            if words[error] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
+                raise ProtocolError(*self.segment.error(0))
+            return single
+
+        return step
+
+    def _check_server(self) -> None:
+        # busy loops never reach the slow path that checks: look every so often
+        if not pid_alive(self.segment.server_pid):
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"env server (pid {self.segment.server_pid}) died"
+            )
 
     def sync(self) -> None:
         """Wait out a request a previous client left in flight; continue its sequence numbers."""
@@ -425,9 +468,8 @@ class ShmChannel:
             if all_seats:
                 seg.slots["flags"] = 0
         self._requests += 1
-        if self._requests % CLIENT_LIVENESS_EVERY == 0 and not pid_alive(seg.server_pid):
-            # busy loops never reach the slow path that checks: look every so often
-            raise ProtocolError(ErrorCode.INTERNAL, f"env server (pid {seg.server_pid}) died")
+        if self._requests % CLIENT_LIVENESS_EVERY == 0:
+            self._check_server()
         for worker, error in enumerate(self._error):
             if words[error] & 0xFFFF:  # the u16 error code at byte 84 of the worker block
                 raise ProtocolError(*seg.error(worker))
@@ -438,7 +480,10 @@ class ShmChannel:
         return self.request(MsgType.RESET, seed=seed)
 
     def step(self, actions: np.ndarray) -> np.ndarray:
-        return self.request(STEP, actions=np.asarray(actions, dtype=np.int32))
+        actions = np.asarray(actions, dtype=np.int32)
+        if self._command == STEP and self._quick_step is not None and actions.shape == self._shape:
+            return self._quick_step(actions)
+        return self.request(STEP, actions=actions)
 
     def step_multi(self, actions: np.ndarray) -> np.ndarray:
         return self.request(MsgType.STEP_MULTI, actions=np.asarray(actions, dtype=np.int32))
