@@ -428,12 +428,12 @@ class ShmChannel:
         seg, words = self.segment, self.segment.words
         if actions is not None:
             n, seats = self.spaces.num_envs, self.spaces.num_seats
-            if actions.size != (n * seats if command == STEP_MULTI else n):
-                what = f"num_envs={n} x num_seats={seats}" if command == STEP_MULTI else f"{n} envs"
+            expected = n * seats if command == STEP_MULTI else n
+            if actions.size != expected:  # (numpy would broadcast one action to every env)
+                per = "env and seat" if command == STEP_MULTI else "env"
                 raise ProtocolError(
                     ErrorCode.MALFORMED,
-                    f"{actions.size} actions for {what}; one per env"
-                    + (" and seat" if command == STEP_MULTI else ""),
+                    f"{actions.size} actions; expected {expected} (one per {per})",
                 )
             if self._seat_actions is not None and actions.ndim == 1:
                 self._seat_actions[...] = actions
