@@ -45,7 +45,7 @@ class CounterEnv:
         )
         self.episode_length, self.truncate, self.fail_action = episode_length, truncate, fail_action
         self.t = 0  # steps into the episode, the same for every env
-        self.last = np.zeros(num_envs, dtype=np.int64)  # the last action of each env
+        self.last = [0] * num_envs  # the last action of each env
         self._rows = np.arange(num_envs)
         self._set_start(np.zeros(num_envs, dtype=np.int64))
         # [c]: the mask bytes while action c is the illegal one
@@ -73,26 +73,28 @@ class CounterEnv:
         if seed is not None:
             self._set_start(seed + self._rows)
         self.t = 0
-        self.last[:] = 0
+        self.last = [0] * len(self.last)
         self.observe(out)
 
     def step(self, actions: np.ndarray, out: np.ndarray) -> None:
         if self.fail_action is not None and (actions == self.fail_action).any():
             raise RuntimeError(f"action {self.fail_action} is configured to fail")
         self.t += 1
-        self.last[:] = actions
+        self.last = actions.tolist()
         done = self.t >= self.episode_length
         if done:
             self.t = 0
             self._set_start(self.start + 1000)  # a new episode, visibly different
-        self._write(out, True, done, done and self.truncate)
+        self._write(out, actions, done, done and self.truncate)
 
     def observe(self, out: np.ndarray) -> None:
-        self._write(out, False, False, False)
+        self._write(out, None, False, False)
 
-    def _write(self, out: np.ndarray, stepped: bool, done: bool, truncated: bool) -> None:
+    def _write(
+        self, out: np.ndarray, actions: np.ndarray | None, done: bool, truncated: bool
+    ) -> None:
         """Write every field (array envs may be handed fresh buffers each call); the reward
-        is the last action after a step, else 0."""
+        is the action after a step (``actions``), else 0."""
         t = self.t
         mask = t % len(self._mask_rows)
         if out is self._out and self._rowwise:  # servers hand the same buffer every step
@@ -100,7 +102,8 @@ class CounterEnv:
                 raw = out[:, None].view(np.uint8)  # [n, record bytes]; each row contiguous
                 self._records = [memoryview(raw[i]) for i in range(len(out))]
             at, pack, mask_bytes = self._mask_at, self._head.pack_into, self._mask_rows[mask]
-            for record, last, start in zip(self._records, self.last.tolist(), self._start_obs):
+            stepped = actions is not None
+            for record, last, start in zip(self._records, self.last, self._start_obs):
                 pack(record, 0, last if stepped else 0, done, truncated, t, t, last, start)
                 record[at : at + len(mask_bytes)] = mask_bytes
             return
@@ -108,9 +111,9 @@ class CounterEnv:
             names = ("reward", "done", "truncated", "obs", "mask", "info_t")
             self._out, self._fields, self._records = out, tuple(out[n] for n in names), []
         reward_out, done_out, truncated_out, obs, mask_out, info_t = self._fields
-        reward_out[:] = self.last if stepped else 0
+        reward_out[:] = 0 if actions is None else actions
         done_out[:], truncated_out[:] = done, truncated
-        obs[:, 0], obs[:, 1], obs[:, 2] = t, self.last, self.start
+        obs[:, 0], obs[:, 1], obs[:, 2] = t, self.last if actions is None else actions, self.start
         mask_out[...] = self._masks[mask]
         info_t[:] = t
 
