@@ -21,7 +21,11 @@ from typing import Any
 import numpy as np
 
 from meeple.transport.protocol import (
+    OBSERVE,
     OBSERVE_ALL_SEATS_UNSERVED,
+    RESET,
+    STEP,
+    STEP_MULTI,
     ErrorCode,
     MsgType,
     ProtocolError,
@@ -50,9 +54,6 @@ W_DOORBELL, W_WORKER_SLEEPING, W_ENV_ERRORS = 0, 1, 2
 W_DONE, W_CLIENT_SLEEPING, W_FIRST, W_COUNT, W_PID = 16, 17, 18, 19, 20
 W_ERROR_AT, W_STEPS_AT, W_TEXT_AT = 84, 88, 96  # byte offsets
 U64 = struct.Struct("<Q")
-# plain ints: an IntEnum member lookup costs ~0.1 us, several per request on the hot path
-RESET, STEP, STEP_MULTI = int(MsgType.RESET), int(MsgType.STEP), int(MsgType.STEP_MULTI)
-OBSERVE_COMMAND = int(MsgType.OBSERVE)
 
 
 def segment_name(address: str) -> str:
@@ -572,7 +573,7 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                     host.execute(command, single, records, actions=slot_actions)
                 else:
                     head = slots[0]
-                    if command == OBSERVE_COMMAND and head["flags"] & 2:
+                    if command == OBSERVE and head["flags"] & 2:
                         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, OBSERVE_ALL_SEATS_UNSERVED)
                     seed = int(head["seed"]) if head["flags"] & 1 else None
                     host.execute(

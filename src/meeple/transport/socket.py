@@ -26,7 +26,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from meeple.transport import protocol as P
-from meeple.transport.protocol import HEADER, HEADER_SIZE, ErrorCode, MsgType, ProtocolError
+from meeple.transport.protocol import (
+    CLOSE,
+    ERROR,
+    HEADER,
+    HEADER_SIZE,
+    OBSERVE,
+    RESET,
+    STEP,
+    STEP_MULTI,
+    ErrorCode,
+    MsgType,
+    ProtocolError,
+)
 from meeple.transport.waiting import SpinBudget, WaitPolicy, spin_then_block
 
 if TYPE_CHECKING:
@@ -39,9 +51,7 @@ log = logging.getLogger(__name__)
 BODY_AT = 16
 HEAD_AT = BODY_AT - HEADER_SIZE
 UNKNOWN_REPLY = 256  # room for a reply whose size the client cannot predict (HELLO, ERROR)
-# plain ints: an IntEnum member lookup costs ~0.1 us, several per request on the hot path
-STEP, ERROR, CLOSE = int(MsgType.STEP), int(MsgType.ERROR), int(MsgType.CLOSE)
-ENV_COMMANDS = frozenset(int(t) for t in (MsgType.RESET, STEP, MsgType.STEP_MULTI, MsgType.OBSERVE))
+ENV_COMMANDS = frozenset((RESET, STEP, STEP_MULTI, OBSERVE))
 
 
 class PeerClosed(ConnectionError):
