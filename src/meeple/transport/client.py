@@ -238,11 +238,7 @@ def make_remote_env(
 
 
 def _foreign_server(
-    env_cfg: Mapping[str, Any],
-    transport_cfg: Mapping[str, Any],
-    kind: str,
-    games: int,
-    workers: int,
+    env_cfg: Mapping[str, Any], transport_cfg: Mapping[str, Any], kind: str, games: int, workers: int
 ) -> dict[str, Any]:
     """``address`` and ``command`` of a backend's own server (``server_command``), else nothing
     (``python -m meeple.serve``)."""
@@ -251,19 +247,11 @@ def _foreign_server(
     if command is None:
         return {}
     address = default_address(kind, str(env_cfg["backend"]))
-    wait = {
-        key: transport_cfg[key]
-        for key in ("spin_us", "yield_us", "timeout_s")
-        if key in transport_cfg
-    }
+    wait = {key: transport_cfg[key] for key in ("spin_us", "yield_us", "timeout_s") if key in transport_cfg}
     return {
         "address": address,
         "command": command(
-            env_cfg,
-            transport=kind,
-            address=address,
-            num_envs=games,
-            num_workers=max(workers, 1) if kind == "shm" else (workers or None),
-            wait=wait,
+            env_cfg, transport=kind, address=address, num_envs=games,
+            num_workers=max(workers, 1) if kind == "shm" else (workers or None), wait=wait,
         ),
     }
