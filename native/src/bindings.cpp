@@ -159,6 +159,7 @@ Connect4 from_planes(nb::handle obj) {
 }  // namespace
 
 void bind_search(nb::module_& m);
+void bind_shm(nb::module_& parent);  // shm/bindings.cpp
 namespace meeple::mj {
 void register_mahjong(nb::module_& parent);  // src/mahjong/bindings.cpp
 }
@@ -306,6 +307,7 @@ NB_MODULE(_core, m) {
         "position"_a);
 
   bind_search(m);
+  bind_shm(m);
   meeple::mj::register_mahjong(m);  // submodule meeple_native._core.mahjong
   meeple::chess::register_chess(m);  // submodule meeple_native._core.chess
 }

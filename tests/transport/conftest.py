@@ -53,10 +53,20 @@ def client_for(server: EnvServer, timeout_s: float = 10.0):
         client.close()
 
 
-# (transport, num_workers) of every way a Python server can run
-SETUPS = [("socket", 0), ("socket", 2), ("shm", 1), ("shm", 2), ("http", 0)]
+# (transport, num_workers) of every way a Python server can run; "shm-python": shm without
+# its native hot loops (meeple_native.shm), the path of installs that lack them
+SETUPS = [("socket", 0), ("socket", 2), ("shm", 1), ("shm", 2), ("shm-python", 1), ("http", 0)]
+
+
+def transport_of(name: str, monkeypatch) -> str:
+    """The transport of a setup name ("shm-python": shm told not to use native code)."""
+    if name == "shm-python":  # read by the client here and by the spawned workers
+        monkeypatch.setenv("MEEPLE_NATIVE_SHM", "0")
+        return "shm"
+    return name
 
 
 @pytest.fixture(params=SETUPS, ids=[f"{t}-w{w}" for t, w in SETUPS])
-def setup(request):
-    return request.param
+def setup(request, monkeypatch):
+    transport, workers = request.param
+    return transport_of(transport, monkeypatch), workers

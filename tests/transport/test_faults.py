@@ -22,7 +22,14 @@ from meeple.transport.client import connect
 from meeple.transport.launch import READY, ServerProcess
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.shm import pid_alive
-from tests.transport.conftest import COUNTER, FAULTY, client_for, serving, socket_path
+from tests.transport.conftest import (
+    COUNTER,
+    FAULTY,
+    client_for,
+    serving,
+    socket_path,
+    transport_of,
+)
 
 
 def raw(address: str) -> socket.socket:
@@ -147,8 +154,11 @@ def test_unknown_type_version_and_size_errors(driven):
     assert server.health()["bad_requests"] >= 5
 
 
-@pytest.mark.parametrize("transport,workers", [("socket", 0), ("shm", 1), ("http", 0)])
-def test_bad_actions_get_clear_errors(transport, workers):
+@pytest.mark.parametrize(
+    "transport,workers", [("socket", 0), ("shm", 1), ("shm-python", 1), ("http", 0)]
+)
+def test_bad_actions_get_clear_errors(transport, workers, monkeypatch):
+    transport = transport_of(transport, monkeypatch)
     with (
         serving(COUNTER, transport, num_envs=2, num_workers=workers) as server,
         client_for(server) as client,
@@ -168,8 +178,11 @@ def test_bad_actions_get_clear_errors(transport, workers):
         assert client.step(np.array([1, 1]))["obs"][:, 0].tolist() == [1, 1]
 
 
-@pytest.mark.parametrize("transport,workers", [("socket", 0), ("shm", 1), ("http", 0)])
-def test_env_exception_is_reported_counted_and_the_env_reset(transport, workers):
+@pytest.mark.parametrize(
+    "transport,workers", [("socket", 0), ("shm", 1), ("shm-python", 1), ("http", 0)]
+)
+def test_env_exception_is_reported_counted_and_the_env_reset(transport, workers, monkeypatch):
+    transport = transport_of(transport, monkeypatch)
     with (
         serving(FAULTY, transport, num_envs=2, num_workers=workers) as server,
         client_for(server) as client,

@@ -38,6 +38,7 @@ from meeple.jsonio import write_json_atomic
 from meeple.transport.client import connect
 from meeple.transport.launch import ServerProcess
 from meeple.transport.protocol import MsgType
+from meeple.transport.shm import ShmChannel
 from meeple.transport.waiting import WaitPolicy
 
 TRANSPORTS = ("http", "socket", "shm")
@@ -106,6 +107,19 @@ def time_loop(
         round_trips_per_s=steps / wall,
         env_steps_per_s=steps * num_envs / wall,
     )
+
+
+def waits_ended(client, before: dict | None = None) -> dict:
+    """How the native shm client's waits ended (spin, yield, futex; warm-up included), less
+    ``before``: many ending while yielding mean client and worker shared a core for a while
+    (the scheduler put them there), which is what a slow p99 of an idle machine is made of."""
+    channel = getattr(client, "channel", None)
+    ended = channel.waits_ended() if isinstance(channel, ShmChannel) else None
+    if ended is None:
+        return {}
+    if before:
+        ended = [n - b for n, b in zip(ended, before["waits_ended"].values())]
+    return {"waits_ended": dict(zip(("spin", "yield", "futex"), ended))}
 
 
 class MultiSocket:
@@ -182,7 +196,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             try:
                 client = connect(transport, server.address, policy=policy)
+                before = waits_ended(client)
                 row = time_loop(client, args.env, n, args.steps, args.warmup, args.num_actions)
+                row.update(waits_ended(client, before))
                 client.close()
             finally:
                 server.stop()

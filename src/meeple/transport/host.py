@@ -71,23 +71,7 @@ class EnvHost:
         except ProtocolError:
             raise
         except Exception as err:  # the env's own fault: contain it, keep serving
-            self.env_errors += 1
-            log.exception(
-                "env slots %d..%d raised; resetting them",
-                self.first_slot,
-                self.first_slot + self.spaces.num_envs - 1,
-            )
-            self.legal = self.legal_multi = None
-            try:
-                self.env.reset(None, out)
-                self.legal = out["mask"].copy()
-            except Exception:  # noqa: BLE001 - reported below; the next RESET retries
-                log.exception("reset after the env error failed too")
-            raise ProtocolError(
-                ErrorCode.ENV_EXCEPTION,
-                f"env slots {self.first_slot}..{self.first_slot + self.spaces.num_envs - 1} raised "
-                f"{type(err).__name__}: {err}; they were reset (episodes restart)",
-            ) from err
+            raise self.contain(err, out) from err
         # Views, not copies: only the env writes these records, after the next check.
         if command == STEP_MULTI:
             self.legal_multi, self.legal = out_multi["mask"], out_multi["mask"].max(axis=1)
@@ -95,6 +79,33 @@ class EnvHost:
             if out is not self._out:  # servers hand the same buffer every request
                 self._out, self._out_mask = out, out["mask"]
             self.legal, self.legal_multi = self._out_mask, None
+
+    def contain(self, err: Exception, out: np.ndarray) -> ProtocolError:
+        """After the env raised ``err``: log and count it, reset the env's slots into
+        ``out``; the error to answer with (``env_exception``)."""
+        self.env_errors += 1
+        log.error(
+            "env slots %d..%d raised; resetting them",
+            self.first_slot,
+            self.first_slot + self.spaces.num_envs - 1,
+            exc_info=err,
+        )
+        self.legal = self.legal_multi = None
+        try:
+            self.env.reset(None, out)
+            self.legal = out["mask"].copy()
+        except Exception:  # noqa: BLE001 - reported below; the next RESET retries
+            log.exception("reset after the env error failed too")
+        return ProtocolError(
+            ErrorCode.ENV_EXCEPTION,
+            f"env slots {self.first_slot}..{self.first_slot + self.spaces.num_envs - 1} raised "
+            f"{type(err).__name__}: {err}; they were reset (episodes restart)",
+        )
+
+    def masks_in(self, out: np.ndarray) -> bool:
+        """Whether the legal actions of the next STEP are the masks in ``out`` (the last
+        request wrote them there): a STEP into ``out`` then needs only that check."""
+        return self.legal is not None and self.legal is self._out_mask and out is self._out
 
     def _step_multi(self, actions: np.ndarray, out: np.ndarray, out_multi: np.ndarray) -> None:
         n, seats = self.spaces.num_envs, self.spaces.num_seats

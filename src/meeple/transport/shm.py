@@ -8,6 +8,7 @@ and masks as views of the segment. No serialisation, no system call while both s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import mmap
@@ -32,7 +33,13 @@ from meeple.transport.protocol import (
     Spaces,
     round_up,
 )
-from meeple.transport.waiting import SpinBudget, WaitPolicy, WaitTimeout, WordWaiter, futex_wake
+from meeple.transport.waiting import (
+    SpinBudget,
+    WaitPolicy,
+    WordWaiter,
+    futex_wake,
+    native_shm,
+)
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +231,43 @@ class Segment:
     def address(self, word_index: int) -> int:
         return self.base + 4 * word_index
 
+    def slot_offsets(self, first: int, count: int, field_at: int) -> list[int]:
+        """Byte offsets of one field (``field_at`` bytes into the slot) of slots ``first..``."""
+        size, base = self.layout.slot_size, self.layout.slots_offset + field_at
+        return [base + i * size for i in range(first, first + count)]
+
+    def waiter(
+        self,
+        index: int,
+        sleeping: int,
+        *,
+        changed: bool,
+        policy: WaitPolicy,
+        alive: Callable[[], str | None],
+        timeout_s: float | None = None,
+        native: Any = None,
+    ) -> Any:
+        """A waiter on ``words[index]`` (:class:`WordWaiter`, or its native twin from
+        ``native``, :func:`native_shm`): ``.wait(value)`` returns the word once ready and
+        raises ``TimeoutError`` or ``ConnectionError``."""
+        timeout_s = policy.timeout_s if timeout_s is None else timeout_s
+        if native is not None:
+            return native.WordWaiter(
+                self.mm, 4 * index, 4 * sleeping, changed, policy.spin_us, policy.yield_us,
+                timeout_s, alive,
+            )  # fmt: skip
+        return WordWaiter(
+            self.words,
+            index,
+            changed=changed,
+            address=self.address(index),
+            sleeping=sleeping,
+            policy=policy,
+            alive=alive,
+            timeout_s=timeout_s,
+            budget=SpinBudget(),
+        )
+
     def set_error(self, worker: int, code: int, text: str) -> None:
         at = self.layout.workers_offset + worker * WORKER_BLOCK
         raw = text.encode()[:ERROR_TEXT]
@@ -234,6 +278,18 @@ class Segment:
         at = self.layout.workers_offset + worker * WORKER_BLOCK
         code, n = struct.unpack_from("<HH", self.mm, at + W_ERROR_AT)
         return code, bytes(self.mm[at + W_TEXT_AT : at + W_TEXT_AT + n]).decode(errors="replace")
+
+    def raise_worker_errors(self, workers: range) -> None:
+        """The error of the first of ``workers`` whose last answer was one, raised."""
+        words = self.words
+        for worker in workers:
+            if words[self.word(worker, W_ERROR_AT // 4)] & 0xFFFF:  # the u16 code at byte 84
+                raise ProtocolError(*self.error(worker))
+
+    def check_server(self) -> None:
+        # busy clients never reach the slow path that checks: they look every so often
+        if not pid_alive(self.server_pid):
+            raise ProtocolError(ErrorCode.INTERNAL, f"env server (pid {self.server_pid}) died")
 
     def add_steps(self, worker: int, steps: int) -> None:
         at = self.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
@@ -295,6 +351,26 @@ def unlink_segment(name: str) -> None:
 # -- client ---------------------------------------------------------------------------------------
 
 
+def _peer_gone(seg: Segment, worker: int, pid: int) -> str | None:
+    """Why a client's wait on ``worker`` cannot be answered, or None (its liveness check)."""
+    if not pid_alive(pid):  # first: it says which worker (and why it closes)
+        return f"env server worker {worker} (pid {pid}) died"
+    if seg.state == STATE_CLOSING:
+        return "the env server is shutting down"
+    if not pid_alive(seg.server_pid):
+        return f"env server (pid {seg.server_pid}) died"
+    return None
+
+
+def _wait_error(worker: int, err: Exception, timeout_s: float) -> ProtocolError:
+    if isinstance(err, TimeoutError):
+        return ProtocolError(
+            ErrorCode.INTERNAL,
+            f"env server worker {worker}: {err} (transport.timeout_s={timeout_s})",
+        )
+    return ProtocolError(ErrorCode.INTERNAL, str(err))
+
+
 class ShmChannel:
     """Drives the workers of a segment: the client side of the shm data plane.
 
@@ -313,7 +389,6 @@ class ShmChannel:
         ranges = [
             (seg.words[seg.word(w, W_FIRST)], seg.words[seg.word(w, W_COUNT)]) for w in self.workers
         ]
-        self._error = [seg.word(w, W_ERROR_AT // 4) for w in self.workers]
         self._command = -1
         self._requests = 0
         self.single = seg.records[:, 0]
@@ -322,122 +397,130 @@ class ShmChannel:
         self._actions = seg.slots["actions"]
         self._seat_actions = self._actions[:, 0] if self.spaces.num_seats == 1 else None
         self._shape = (self.spaces.num_envs,)  # of the actions of a STEP
-        # per worker, what a request writes (_ring): its doorbell, its sleeping flag, and its
-        # slots' req_seq: word by word for a few slots (~0.05 us each; a numpy fill ~0.4 us)
-        self._lanes = [
-            (
-                self._doorbell[w],
-                seg.word(w, W_WORKER_SLEEPING),
-                seg.slot_words(first, n),
-                seg.slots["req_seq"][first : first + n],
-            )
+        native = native_shm()
+        self.native = native is not None
+        self._rings = [  # per worker: hand it the next request, return its seq
+            self._native_ring(native, w, first, n) if native else self._python_ring(w, first, n)
             for w, (first, n) in zip(self.workers, ranges)
         ]
         self._replies = [  # waits for each worker's done word
-            WordWaiter(
-                seg.words,
+            seg.waiter(
                 seg.word(w, W_DONE),
+                seg.word(w, W_CLIENT_SLEEPING),
                 changed=False,
-                address=seg.address(seg.word(w, W_DONE)),
-                sleeping=seg.word(w, W_CLIENT_SLEEPING),
                 policy=self.policy,
-                alive=lambda w=w: self._alive(w),
-                budget=SpinBudget(),
+                alive=functools.partial(_peer_gone, seg, w, self._pids[w]),  # no cycle via self
+                native=native,
             )
             for w in self.workers
         ]
-        self._quick_step = self._one_worker_step() if self.spaces.num_seats == 1 else None
+        self._quick_step = None
+        if self.spaces.num_seats == 1 and len(self.workers) == 1:
+            self._quick_step = self._native_step(native) if native else self._python_step()
         self.sync()
 
-    def _one_worker_step(self) -> Callable[[np.ndarray], np.ndarray] | None:
+    def _native_ring(self, native: Any, worker: int, first: int, count: int) -> Callable[[], int]:
+        seg = self.segment
+        return native.Ring(
+            seg.mm,
+            seg.slot_offsets(first, count, 0),  # req_seq
+            4 * self._doorbell[worker],
+            4 * seg.word(worker, W_WORKER_SLEEPING),
+        )
+
+    def _python_ring(self, worker: int, first: int, count: int) -> Callable[[], int]:
+        """The ring of one worker: its slots' req_seq, then its doorbell (a futex wake if
+        it sleeps). A handful of slots are written word by word (~0.05 us each; a numpy
+        fill ~0.4 us)."""
+        seg = self.segment
+        words, doorbell = seg.words, self._doorbell[worker]
+        sleeping, address = seg.word(worker, W_WORKER_SLEEPING), seg.address(doorbell)
+        slot_words = seg.slot_words(first, count)
+        req_seq = seg.slots["req_seq"][first : first + count]
+
+        def ring() -> int:
+            seq = (words[doorbell] + 1) & 0xFFFFFFFF
+            if slot_words is not None:
+                for i in slot_words:
+                    words[i] = seq
+            else:
+                req_seq[...] = seq
+            words[doorbell] = seq
+            if words[sleeping]:
+                futex_wake(address)
+            return seq
+
+        return ring
+
+    def _native_step(self, native: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """STEP for one worker and one seat, its write, ring and wait in native code
+        (``OneWorkerStep``): client time per 1-env request ~0.4 us with the reply in place."""
+        seg, single, timeout_s = self.segment, self.single, self.policy.timeout_s
+        fast = native.OneWorkerStep(
+            seg.mm,
+            seg.slot_offsets(0, self.spaces.num_envs, 24),  # each slot's (one) action
+            self._rings[0],
+            self._replies[0],
+            4 * seg.word(0, W_ERROR_AT // 4),
+            CLIENT_LIVENESS_EVERY,
+        )
+
+        def step(actions: np.ndarray) -> np.ndarray:  # refers to no channel: no cycle
+            try:
+                look = fast(actions)
+            except (TimeoutError, ConnectionError) as err:
+                raise _wait_error(0, err, timeout_s) from err
+            if look:  # a worker error, or the periodic look at the server
+                seg.check_server()
+                seg.raise_worker_errors(range(1))
+            return single
+
+        return step
+
+    def _python_step(self) -> Callable[[np.ndarray], np.ndarray]:
         """STEP for one worker and one seat: :meth:`request` without its branches and
         per-worker lists (what it touches is bound here once). Client time per 1-env request
         with the reply already in place: ~1.5 us, ~2.0 us through :meth:`request`."""
-        if len(self.workers) != 1:
-            return None
         single, seat_actions, ring, answered = (
             self.single,
             self._seat_actions,
-            self._ring,
+            self._rings[0],
             self._answered,
         )
-        (lane,) = self._lanes
         wait, only = self._replies[0].wait, range(1)
 
         def step(actions: np.ndarray) -> np.ndarray:
             seat_actions[...] = actions
-            seq = ring(*lane)
+            seq = ring()
             try:
                 wait(seq)
-            except (WaitTimeout, ConnectionError) as err:
+            except (TimeoutError, ConnectionError) as err:
                 raise self._wait_error(0, err) from err
             answered(only)
             return single
 
         return step
 
-    def _ring(
-        self, doorbell: int, sleeping: int, slot_words: list[int] | None, req_seq: np.ndarray
-    ) -> int:
-        """Hand one worker the next request (its slots' req_seq, then its doorbell; a futex
-        wake if it sleeps); the request's seq."""
-        words = self.segment.words
-        seq = (words[doorbell] + 1) & 0xFFFFFFFF
-        if slot_words is not None:
-            for i in slot_words:
-                words[i] = seq
-        else:
-            req_seq[...] = seq
-        words[doorbell] = seq
-        if words[sleeping]:
-            futex_wake(self.segment.address(doorbell))
-        return seq
-
     def _answered(self, workers: range) -> None:
         """After the replies: the periodic look at the server, then any worker's error."""
         self._requests += 1
         if self._requests % CLIENT_LIVENESS_EVERY == 0:
-            self._check_server()
-        words = self.segment.words
-        for worker in workers:
-            if words[self._error[worker]] & 0xFFFF:  # the u16 code at byte 84 of its block
-                raise ProtocolError(*self.segment.error(worker))
-
-    def _check_server(self) -> None:
-        # busy loops never reach the slow path that checks: look every so often
-        if not pid_alive(self.segment.server_pid):
-            raise ProtocolError(
-                ErrorCode.INTERNAL, f"env server (pid {self.segment.server_pid}) died"
-            )
+            self.segment.check_server()
+        self.segment.raise_worker_errors(workers)
 
     def sync(self) -> None:
         """Wait out a request a previous client left in flight; continue its sequence numbers."""
         for w in self.workers:
             self._wait(w, self.segment.words[self._doorbell[w]])
 
-    def _alive(self, worker: int) -> str | None:
-        seg = self.segment
-        if not pid_alive(self._pids[worker]):  # first: it says which worker (and why it closes)
-            return f"env server worker {worker} (pid {self._pids[worker]}) died"
-        if seg.state == STATE_CLOSING:
-            return "the env server is shutting down"
-        if not pid_alive(seg.server_pid):
-            return f"env server (pid {seg.server_pid}) died"
-        return None
-
     def _wait(self, worker: int, seq: int) -> None:
         try:
             self._replies[worker].wait(seq)
-        except (WaitTimeout, ConnectionError) as err:
+        except (TimeoutError, ConnectionError) as err:
             raise self._wait_error(worker, err) from err
 
     def _wait_error(self, worker: int, err: Exception) -> ProtocolError:
-        if isinstance(err, WaitTimeout):
-            return ProtocolError(
-                ErrorCode.INTERNAL,
-                f"env server worker {worker}: {err} (transport.timeout_s={self.policy.timeout_s})",
-            )
-        return ProtocolError(ErrorCode.INTERNAL, str(err))
+        return _wait_error(worker, err, self.policy.timeout_s)
 
     def request(
         self,
@@ -468,12 +551,12 @@ class ShmChannel:
             seg.slots["flags"] = 2
         if command != self._command:
             seg.slots["command"] = self._command = command
-        seqs = [self._ring(*lane) for lane in self._lanes]
+        seqs = [ring() for ring in self._rings]
         worker = 0
         try:
             for worker, seq in enumerate(seqs):
                 self._replies[worker].wait(seq)
-        except (WaitTimeout, ConnectionError) as err:
+        except (TimeoutError, ConnectionError) as err:
             raise self._wait_error(worker, err) from err
         finally:
             if all_seats:
@@ -497,8 +580,17 @@ class ShmChannel:
     def observe(self, all_seats: bool = False) -> np.ndarray:
         return self.request(MsgType.OBSERVE, all_seats=all_seats)
 
+    def waits_ended(self) -> list[int] | None:
+        """How many of this client's waits ended while spinning, yielding and on the futex
+        (over all workers; native path only, else None)."""
+        if not self.native:
+            return None
+        return [sum(n) for n in zip(*(reply.ended for reply in self._replies))]
+
     def close(self) -> None:
-        self.single = None
+        # the native objects hold the mapping (and their waiters the channel, via alive)
+        self.single = self._quick_step = None
+        self._rings, self._replies = [], []
         self.segment.close()
 
 
@@ -541,39 +633,69 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             return "server died"
         return None
 
+    native = native_shm()
     last, last_code, served = words[doorbell], 0, 0
-    requests = WordWaiter(
-        words,
+    requests = seg.waiter(
         doorbell,
+        worker_sleeping,
         changed=True,
-        address=seg.address(doorbell),
-        sleeping=worker_sleeping,
         policy=policy,
         alive=alive,
         timeout_s=float("inf"),
-        budget=SpinBudget(),
+        native=native,
     )
     mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
     slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
-    resp_seq = slots["resp_seq"]
-    resp_seq_words = seg.slot_words(first, count)  # resp_seq is the u32 after req_seq
-    resp_seq_words = None if resp_seq_words is None else [i + 1 for i in resp_seq_words]
-    env_errors = seg.word(worker, W_ENV_ERRORS)
     steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
-    done_address = seg.address(done)
+    if native is not None:
+        publish = native.Publisher(
+            mm,
+            seg.slot_offsets(first, count, 4),  # resp_seq
+            steps_at,
+            4 * seg.word(worker, W_ENV_ERRORS),
+            4 * done,
+            4 * client_sleeping,
+        )
+    else:
+        publish = _python_publisher(seg, worker, first, count)
+    if native is not None:  # STEPs wait, check, step and publish in native code
+        mask_at = seg.layout.spaces.record_dtype().fields["mask"][1]  # in a seat's record
+        loop = native.StepLoop(
+            mm,
+            requests,
+            publish,
+            head_at + 8,  # the command byte
+            seg.slot_offsets(first, count, 24),  # each slot's seat-0 action
+            seg.slot_offsets(first, count, seg.layout.records_offset + mask_at),
+            seg.layout.spaces.num_actions,
+            functools.partial(env.step, slot_actions, single),
+            server_pid,
+            LIVENESS_EVERY,
+        )
     try:
         while True:
+            error = None
             try:
-                seq = requests.wait(last)
+                if native is not None:
+                    kind, seq, host.steps, error = loop.serve(
+                        last, host.steps, host.env_errors, not last_code and host.masks_in(single),
+                        STEP,
+                    )  # fmt: skip
+                    if kind == 2:
+                        break  # the server died while a client kept us busy
+                else:
+                    seq = requests.wait(last)
+                    served += 1
+                    if served % LIVENESS_EVERY == 0 and os.getppid() != server_pid:
+                        break  # the server died while a client kept us busy
             except ConnectionError:
                 break
             last = seq
-            served += 1
-            if served % LIVENESS_EVERY == 0 and os.getppid() != server_pid:
-                break  # the server died while a client kept us busy
             code, text = 0, ""
             command = mm[head_at + 8]  # every slot of a request carries the same command
             try:
+                if error is not None:  # the native loop's env step raised
+                    raise host.contain(error, single)
                 if command == STEP:
                     host.execute(command, single, records, actions=slot_actions)
                 else:
@@ -593,15 +715,33 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                 slots["status"] = code
                 seg.set_error(worker, code, text)
                 last_code = code
-            if resp_seq_words is not None:
-                for i in resp_seq_words:
-                    words[i] = seq
-            else:
-                resp_seq[...] = seq
-            U64.pack_into(mm, steps_at, host.steps)
-            words[env_errors] = host.env_errors
-            words[done] = seq
-            if words[client_sleeping]:
-                futex_wake(done_address)
+            publish(seq, host.steps, host.env_errors)
     finally:
         env.close()
+
+
+def _python_publisher(seg: Segment, worker: int, first: int, count: int) -> Callable:
+    """A worker's answer to request ``seq`` (the Python path of ``native_shm().Publisher``):
+    its slots' resp_seq, its step and env-error counters, then its done word (a futex wake
+    if the client sleeps)."""
+    words, mm = seg.words, seg.mm
+    resp_seq = seg.slots["resp_seq"][first : first + count]
+    resp_seq_words = seg.slot_words(first, count)  # resp_seq is the u32 after req_seq
+    resp_seq_words = None if resp_seq_words is None else [i + 1 for i in resp_seq_words]
+    steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
+    env_errors, done = seg.word(worker, W_ENV_ERRORS), seg.word(worker, W_DONE)
+    client_sleeping, done_address = seg.word(worker, W_CLIENT_SLEEPING), seg.address(done)
+
+    def publish(seq: int, steps: int, errors: int) -> None:
+        if resp_seq_words is not None:
+            for i in resp_seq_words:
+                words[i] = seq
+        else:
+            resp_seq[...] = seq
+        U64.pack_into(mm, steps_at, steps)
+        words[env_errors] = errors
+        words[done] = seq
+        if words[client_sleeping]:
+            futex_wake(done_address)
+
+    return publish

@@ -5,6 +5,9 @@ Spinning costs nothing in latency when the reply comes within microseconds and a
 free; yielding keeps many spinning waiters from starving the process they wait for once
 they outnumber cores; the futex makes long idle waits free. Every wait has a deadline and
 a liveness check, so a dead peer raises instead of hanging.
+
+:func:`native_shm` gives the same waits (and the shm transport's ring and publish) in native
+code, ``meeple_native.shm``, where it is installed; this module is their Python path.
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 SLICE_S = 0.01  # a futex wait wakes at least this often to check the peer is alive
 T = TypeVar("T")
+
+
+def native_shm():
+    """``meeple_native.shm`` (native waits, ring and publish for the shm transport), or None:
+    without the native package, with one built before it had them, or when the environment
+    sets ``MEEPLE_NATIVE_SHM=0`` (the Python path, for comparison and for tests)."""
+    if os.environ.get("MEEPLE_NATIVE_SHM", "1") == "0":
+        return None
+    try:
+        from meeple_native import shm
+    except ImportError:
+        return None
+    return shm
 
 
 class _Timespec(ctypes.Structure):
@@ -61,7 +77,7 @@ class WaitPolicy:
 
 
 class WaitTimeout(TimeoutError):
-    pass
+    """No answer before the deadline (the native waiters raise a plain ``TimeoutError``)."""
 
 
 class SpinBudget:
