@@ -454,7 +454,7 @@ class ShmChannel:
 
     def _native_step(self, native: Any) -> Callable[[np.ndarray], np.ndarray]:
         """STEP for one worker and one seat, its write, ring and wait in native code
-        (``OneWorkerStep``): client time per 1-env request ~0.4 us with the reply in place."""
+        (``OneWorkerStep``, one call); Python only looks further when it says to."""
         seg, single, timeout_s = self.segment, self.single, self.policy.timeout_s
         fast = native.OneWorkerStep(
             seg.mm,
