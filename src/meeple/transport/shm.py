@@ -61,6 +61,7 @@ W_DOORBELL, W_WORKER_SLEEPING, W_ENV_ERRORS = 0, 1, 2
 W_DONE, W_CLIENT_SLEEPING, W_FIRST, W_COUNT, W_PID = 16, 17, 18, 19, 20
 W_ERROR_AT, W_STEPS_AT, W_TEXT_AT = 84, 88, 96  # byte offsets
 U64 = struct.Struct("<Q")
+LOOP_SERVER_GONE = 2  # meeple_native.shm.StepLoop.serve's kind kServerGone
 
 
 def segment_name(address: str) -> str:
@@ -291,16 +292,13 @@ class Segment:
         if not pid_alive(self.server_pid):
             raise ProtocolError(ErrorCode.INTERNAL, f"env server (pid {self.server_pid}) died")
 
-    def add_steps(self, worker: int, steps: int) -> None:
-        at = self.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
-        struct.pack_into("<Q", self.mm, at, steps)
+    def steps_at(self, worker: int) -> int:
+        """Byte offset of a worker's u64 count of env steps served."""
+        return self.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
 
     def steps(self) -> int:
         return sum(
-            struct.unpack_from(
-                "<Q", self.mm, self.layout.workers_offset + w * WORKER_BLOCK + W_STEPS_AT
-            )[0]
-            for w in range(self.layout.num_workers)
+            U64.unpack_from(self.mm, self.steps_at(w))[0] for w in range(self.layout.num_workers)
         )
 
     def env_errors(self) -> int:
@@ -646,19 +644,17 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
     )
     mm, head_at = seg.mm, seg.layout.slots_offset + first * seg.layout.slot_size
     slot_actions = slots["actions"][:, 0]  # a view: STEP reads the client's actions in place
-    steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
-    if native is not None:
+    if native is None:
+        publish = _python_publisher(seg, worker, first, count)
+    else:  # STEPs wait, check, step and publish in native code
         publish = native.Publisher(
             mm,
             seg.slot_offsets(first, count, 4),  # resp_seq
-            steps_at,
+            seg.steps_at(worker),
             4 * seg.word(worker, W_ENV_ERRORS),
             4 * done,
             4 * client_sleeping,
         )
-    else:
-        publish = _python_publisher(seg, worker, first, count)
-    if native is not None:  # STEPs wait, check, step and publish in native code
         mask_at = seg.layout.spaces.record_dtype().fields["mask"][1]  # in a seat's record
         loop = native.StepLoop(
             mm,
@@ -681,7 +677,7 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
                         last, host.steps, host.env_errors, not last_code and host.masks_in(single),
                         STEP,
                     )  # fmt: skip
-                    if kind == 2:
+                    if kind == LOOP_SERVER_GONE:
                         break  # the server died while a client kept us busy
                 else:
                     seq = requests.wait(last)
@@ -728,7 +724,7 @@ def _python_publisher(seg: Segment, worker: int, first: int, count: int) -> Call
     resp_seq = seg.slots["resp_seq"][first : first + count]
     resp_seq_words = seg.slot_words(first, count)  # resp_seq is the u32 after req_seq
     resp_seq_words = None if resp_seq_words is None else [i + 1 for i in resp_seq_words]
-    steps_at = seg.layout.workers_offset + worker * WORKER_BLOCK + W_STEPS_AT
+    steps_at = seg.steps_at(worker)
     env_errors, done = seg.word(worker, W_ENV_ERRORS), seg.word(worker, W_DONE)
     client_sleeping, done_address = seg.word(worker, W_CLIENT_SLEEPING), seg.address(done)
 
