@@ -84,6 +84,9 @@ class Transition:
     # the gate's values in the leading slice and zeros in the rest, so the wider network starts
     # computing exactly what the gate's did.
     widen_inputs: bool = False
+    # Tensors this stage's model has and the gate lacks (a new head that starts at zero, e.g. the
+    # mahjong model's tile_head) keep their initialisation instead of failing the carry.
+    keep_new_params: bool = False
 
 
 GATE_OPS = (">=", ">", "<=", "<")

@@ -89,20 +89,29 @@ def build_actor_critic(
 
 
 class TransformedLinear(nn.Linear):
-    """A linear layer whose output goes through a parameter-free ``transform(out, *extra)``.
-    Its state dict is the plain layer's, so checkpoints load the same with or without it."""
+    """A linear layer whose output gets ``addend(*inputs)`` added (a network's own extra logits,
+    e.g. per-tile ones from a feature map) and then goes through a parameter-free
+    ``transform(out, *extra)`` (a game's fixed rule). The linear part's state dict is the plain
+    layer's, so checkpoints of the plain layer load the same with a transform; an addend adds its
+    own keys under ``addend.``."""
 
-    def __init__(self, linear: nn.Linear, transform: nn.Module) -> None:
+    def __init__(self, linear: nn.Linear, transform: nn.Module | None = None,
+                 addend: nn.Module | None = None, addend_inputs: int = 0) -> None:
         super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
         self.load_state_dict(linear.state_dict())
-        if any(True for _ in transform.parameters()) or transform.state_dict():
+        if transform is not None and (any(True for _ in transform.parameters()) or transform.state_dict()):
             raise ValueError("a logits transform must have no parameters and no persistent buffers")
         self.transform = transform
-        self.enabled = True  # False: the plain layer (see without_logits_transforms)
+        self.addend = addend
+        self.addend_inputs = addend_inputs if addend is not None else 0
+        self.enabled = True  # False: no transform (see without_logits_transforms)
 
     def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
         out = super().forward(x)
-        return self.transform(out, *extra) if self.enabled else out
+        if self.addend is not None:
+            out = out + self.addend(*extra[: self.addend_inputs])
+        extra = extra[self.addend_inputs :]
+        return self.transform(out, *extra) if self.enabled and self.transform is not None else out
 
 
 def without_logits_transforms(actor: nn.Module) -> int:
@@ -114,20 +123,38 @@ def without_logits_transforms(actor: nn.Module) -> int:
     return len(layers)
 
 
+class DetachedLinear(nn.Linear):
+    """A linear layer that trains on its input without sending gradient back into it (the same
+    state dict as the plain layer)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.detach())
+
+
 def shared_heads(
     trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec,
     logits_transform: nn.Module | None = None, transform_keys: Sequence[str] = (),
+    logits_addend: nn.Module | None = None, addend_keys: Sequence[str] = (),
+    detach_critic: bool = False,
 ) -> tuple[ProbabilisticActor, TensorDictModule]:
     """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator).
 
-    ``logits_transform(logits, *transform_keys' values)`` runs after the policy layer, before the
-    distribution: a game's fixed rule over the logits (mahjong's oracle safety mask), seen by
-    every consumer of the actor (rollouts, losses, policy fns, a distillation teacher)."""
+    ``logits_addend(*addend_keys' values)`` is added to the policy layer's logits (more logits
+    the network computes from other trunk outputs); ``logits_transform(logits, *transform_keys'
+    values)`` runs after that, before the distribution: a game's fixed rule over the logits
+    (mahjong's oracle safety mask), seen by every consumer of the actor (rollouts, losses,
+    policy fns, a distillation teacher). ``detach_critic``: the value head learns on the trunk's
+    features but its loss does not move the trunk (only the policy's terms do)."""
     linear = orthogonal_linear(width, num_actions(action_spec), 0.01)
-    if logits_transform is not None:
-        linear = TransformedLinear(linear, logits_transform)
-    policy_head = TensorDictModule(linear, ["hidden", *transform_keys], ["logits"])
-    value_head = ValueOperator(orthogonal_linear(width, 1, 1.0), in_keys=["hidden"])
+    if logits_transform is not None or logits_addend is not None:
+        linear = TransformedLinear(linear, logits_transform, logits_addend, len(addend_keys))
+    policy_head = TensorDictModule(linear, ["hidden", *addend_keys, *transform_keys], ["logits"])
+    value = orthogonal_linear(width, 1, 1.0)
+    if detach_critic:
+        detached = DetachedLinear(width, 1)
+        detached.load_state_dict(value.state_dict())
+        value = detached
+    value_head = ValueOperator(value, in_keys=["hidden"])
     operator = ActorValueOperator(
         trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head
     )

@@ -32,14 +32,17 @@ class RolloutModule(L.LightningModule):
         self._count = 0
         self.live: dict[str, torch.Tensor] = {}  # latest minibatch values for the progress bar
 
-    def optimize(self, loss: torch.Tensor) -> None:
-        """One optimiser step: zero grads, backward (precision-aware), clip by norm, step."""
+    def optimize(self, loss: torch.Tensor) -> torch.Tensor:
+        """One optimiser step: zero grads, backward (precision-aware), clip by norm, step.
+        Returns the gradient's norm before clipping (a tensor: no host sync)."""
         optimizer = self.optimizers()
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(loss)
+        norm = torch.nn.utils.get_total_norm([p.grad for p in self.parameters() if p.grad is not None])
         if self.max_grad_norm is not None:
             self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
         optimizer.step()
+        return norm
 
     def log_at_optimizer_steps(self) -> None:
         """Call at the end of a ``training_step`` that took several optimiser steps.

@@ -50,7 +50,8 @@ class StageStart:
         """Carry the named weights into ``module``; set up its teacher, warm-up and reference policy."""
         if self.checkpoint is not None and self.transition.carry:
             carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file,
-                          widen_inputs=self.transition.widen_inputs)
+                          widen_inputs=self.transition.widen_inputs,
+                          keep_new=self.transition.keep_new_params)
         if self.teacher is not None:
             if not hasattr(module, "set_teacher"):
                 raise ConfigError(f"transition.teacher={self.transition.teacher!r}: {type(module).__name__} takes no "
@@ -133,10 +134,12 @@ def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, 
 
 
 def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path, *,
-                  widen_inputs: bool = False) -> None:
+                  widen_inputs: bool = False, keep_new: bool = False) -> None:
     """Load every ``<part>.*`` weight of ``state`` into ``module``: the parts must match exactly
     (same keys and shapes; with ``widen_inputs`` a tensor may be wider along dim 1, see the
-    module doc); everything else in ``module`` keeps its initialisation."""
+    module doc; with ``keep_new`` this stage's model may have tensors the gate lacks, e.g. a head
+    that starts at zero, and they keep their initialisation); everything else in ``module``
+    keeps its initialisation."""
     own = module.state_dict()
     for part in parts:
         prefix = part + "."
@@ -145,10 +148,14 @@ def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts
         if not mine:
             raise ConfigError(f"transition.carry: {type(module).__name__} has no part {part!r}; accepted: "
                               f"{', '.join(sorted({k.split('.')[0] for k in own}))}")
-        if set(theirs) != mine:
-            missing, extra = sorted(mine - set(theirs)), sorted(set(theirs) - mine)
+        missing, extra = sorted(mine - set(theirs)), sorted(set(theirs) - mine)
+        if missing and keep_new and not extra:
+            log.info("transition.keep_new_params: %d tensors of part %r start from their initialisation "
+                     "(%s)", len(missing), part, ", ".join(missing[:4]))
+        elif missing or extra:
+            hint = "" if keep_new or extra else " (transition.keep_new_params=true keeps tensors the gate lacks)"
             raise ConfigError(f"transition.carry: part {part!r} of {source} does not match this stage's model "
-                              f"(missing {missing[:3]}, unexpected {extra[:3]}); the stages need the same model")
+                              f"(missing {missing[:3]}, unexpected {extra[:3]}); the stages need the same model{hint}")
         for key, value in list(theirs.items()):
             if own[key].shape == value.shape:
                 continue

@@ -38,10 +38,11 @@ from meeple.nets.actor_critic import (
 from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
 
-from .safety import OracleSafetyMask
+from .safety import RIICHI_OFFSET, OracleSafetyMask, discard_kinds
 
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
 HIDDEN_KEY = "hidden"
+TILE_KEY = "tile_features"  # the trunk's feature map (channels x 34 kinds), with model.tile_head
 # Auxiliary outputs (logits) and their widths: what BC's `phase.aux` names as `output`.
 AUX_OUTPUTS = {"aux_rank": 4, "aux_tenpai": 3, "aux_danger": 34}
 HIDDEN_GAIN = math.sqrt(2)  # ReLU layers
@@ -104,8 +105,10 @@ class MahjongTrunk(nn.Module):
         neck: int,
         hidden: int,
         oracle_planes: int = 0,
+        tile_features: bool = False,
     ) -> None:
         super().__init__()
+        self.tile_features = tile_features  # also return the blocks' feature map
         self.stem = nn.Sequential(
             _conv(planes + oracle_planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
         )
@@ -123,8 +126,39 @@ class MahjongTrunk(nn.Module):
         x = observation if oracle is None else torch.cat([observation, oracle], dim=-2)
         lead = x.shape[:-2]  # any batch dims in front (collectors, BC batches)
         x = x.reshape(-1, *x.shape[-2:])
-        y = self.project(self.neck(self.blocks(self.stem(x))))
-        return y.reshape(*lead, y.shape[-1])
+        features = self.blocks(self.stem(x))
+        y = self.project(self.neck(features)).reshape(*lead, -1)
+        if self.tile_features:
+            return y, features.reshape(*lead, *features.shape[-2:])
+        return y
+
+
+class KindLogits(nn.Module):
+    """``(..., channels, 34) -> (..., 155)``: for each tile kind, a discard logit and a
+    riichi-with-discard logit read from that kind's column of the feature map (a 1x1 convolution),
+    placed at the actions that give that kind away (red fives read their kind's column); 0 for
+    every other action. Zero at initialisation, so adding it changes no policy until it learns.
+
+    Why: the global policy layer reads one ``hidden`` vector, so a per-kind fact (this kind deals
+    in) must be squeezed through it for all 34 kinds; here it stays in its column
+    (docs/rl_diagnostics.md measures the difference)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(channels, 2, 1)
+        nn.init.zeros_(self.conv.weight)
+        nn.init.zeros_(self.conv.bias)
+        kinds = discard_kinds()
+        self.register_buffer("discard", kinds[:RIICHI_OFFSET].clone(), persistent=False)
+        self.register_buffer("riichi", kinds[RIICHI_OFFSET : 2 * RIICHI_OFFSET].clone(), persistent=False)
+        self.num_actions = len(kinds)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        local = self.conv(features.reshape(-1, *features.shape[-2:]))  # (B, 2, 34)
+        out = local.new_zeros(local.shape[0], self.num_actions)
+        out[:, : len(self.discard)] = local[:, 0].index_select(-1, self.discard)
+        out[:, RIICHI_OFFSET : RIICHI_OFFSET + len(self.riichi)] = local[:, 1].index_select(-1, self.riichi)
+        return out.reshape(*features.shape[:-2], self.num_actions)
 
 
 class AuxiliaryHeads(nn.Module):
@@ -160,6 +194,8 @@ def build_mahjong_actor_critic(
     hidden: int = 256,
     oracle_planes: int = 0,
     oracle_safety: bool = False,
+    tile_head: bool = False,
+    detach_critic: bool = False,
     with_aux: bool = False,
 ) -> (
     tuple[ProbabilisticActor, TensorDictModule]
@@ -170,7 +206,9 @@ def build_mahjong_actor_critic(
 
     ``oracle_planes`` > 0 widens the stem to read the env's ``oracle`` planes too (phase 2);
     ``oracle_safety`` then also blocks the discards those planes show an opponent can ron on,
-    while another action is legal (:class:`meeple_mahjong.safety.OracleSafetyMask`).
+    while another action is legal (:class:`meeple_mahjong.safety.OracleSafetyMask`);
+    ``tile_head`` adds per-kind discard logits from the feature map (:class:`KindLogits`);
+    ``detach_critic``: the value loss trains the value head only, not the shared trunk.
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
@@ -223,14 +261,17 @@ def build_mahjong_actor_critic(
             neck=neck,
             hidden=hidden,
             oracle_planes=oracle_planes,
+            tile_features=tile_head,
         ),
         in_keys,
-        [HIDDEN_KEY],
+        [HIDDEN_KEY, TILE_KEY] if tile_head else [HIDDEN_KEY],
     )
     num_actions(action_spec)  # a discrete action spec, or a clear error
     actor, critic = shared_heads(
         trunk, hidden, observation_spec, action_spec,
         OracleSafetyMask() if oracle_safety else None, (ORACLE_KEY, MASK_KEY) if oracle_safety else (),
+        KindLogits(channels) if tile_head else None, (TILE_KEY,) if tile_head else (),
+        detach_critic=detach_critic,
     )  # fmt: skip
     if not with_aux:
         return actor, critic

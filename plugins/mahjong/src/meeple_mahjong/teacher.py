@@ -24,8 +24,10 @@ from tensordict import TensorDictBase
 
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import MASK_KEY
+from meeple.phases.diagnostics import Member
 from meeple.phases.ppo.module import PPOModule
 
+from .env import PLANES
 from .net import ORACLE_KEY
 from .safety import avoidable, dealing_actions, discard_kinds
 
@@ -41,6 +43,45 @@ class OracleTeacherModule(PPOModule):
         super().__init__(*networks, **ppo)
         self.safety_coef = float(safety_coef)
         self.register_buffer("action_kinds", discard_kinds(), persistent=False)
+
+    def oracle_stem(self) -> torch.nn.Parameter:
+        """The stem's convolution weight, (channels, public + oracle planes, kernel)."""
+        (stem,) = [p for name, p in self.actor.named_parameters() if name.endswith("stem.0.weight")]
+        return stem
+
+    def diagnostic_groups(self) -> dict[str, list[Member]]:
+        """Also the stem's weights on the oracle planes (they start at zero) and on the public ones."""
+        stem = self.oracle_stem()
+        return {**super().diagnostic_groups(), "oracle_stem": [(stem, lambda g: g[:, PLANES:])],
+                "public_stem": [(stem, lambda g: g[:, :PLANES])]}
+
+    def fresh_rollout_metrics(self, rollout: TensorDictBase) -> dict[str, torch.Tensor]:
+        """Also the advantages of the decisions that offered a dealing and a safe discard, by which
+        kind the rollout took (their sign and size are the whole learning signal for avoiding
+        deal-ins), how many took a dealing one, and the oracle stem's weight norm."""
+        metrics = super().fresh_rollout_metrics(rollout)
+        flat = rollout.reshape(-1)
+        mask = flat[MASK_KEY].bool()
+        dealing = dealing_actions(flat[ORACLE_KEY], mask, self.action_kinds)
+        chosen = avoidable(dealing, mask).any(-1)
+        took = dealing.gather(-1, flat["action"].reshape(-1, 1)).squeeze(-1) & chosen
+        safe = chosen & ~took
+        advantage, reward = flat["advantage"].reshape(-1), flat["next", "reward"].reshape(-1)
+
+        def mean(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+            return (x * rows).sum() / rows.sum().clamp_min(1)
+
+        metrics.update({
+            "oracle/dealing_taken": took.sum().float(),
+            "oracle/advantage_dealing": mean(advantage, took),
+            "oracle/advantage_safe": mean(advantage, safe),
+            "oracle/reward_dealing": mean(reward, took),
+            "oracle/reward_safe": mean(reward, safe),
+            "oracle/stem_weight_norm": self.oracle_stem()[:, PLANES:].detach().norm(),
+        })
+        if "active" in flat.keys():
+            metrics["train/active_fraction"] = flat["active"].float().mean()
+        return metrics
 
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:

@@ -124,14 +124,14 @@ class LeagueModule(PPOModule):
         return self.opponent_fns(network)
 
     # -- PPO with the league's schedules ------------------------------------------------------
-    def minibatch_loss(self, batch: TensorDictBase):
+    def loss_terms(self, batch: TensorDictBase):
         """Only the learner's decisions count: rows where it had no choice (``active`` false)
         carry no policy gradient but would weigh in the value and entropy means."""
         if "active" in batch.keys():
             active = batch["active"].reshape(-1)
             if not active.all():
                 batch = batch[active]
-        return super().minibatch_loss(batch)
+        return super().loss_terms(batch)
 
     def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
         """``ppo_epochs`` passes, stopped after ``kl_epochs.after`` when the approx KL is too high."""

@@ -34,6 +34,8 @@ def check_packed_ppo(cfg: DictConfig, phase: PackedPPOPhase) -> None:
     check_ppo(cfg, phase)
     require(phase.reference_kl.coef == 0, "phase.reference_kl.coef", phase.reference_kl.coef,
              "0 (packed_ppo keeps no reference policy)")
+    require(phase.diagnostics.every_n_rollouts == 0, "phase.diagnostics.every_n_rollouts",
+            phase.diagnostics.every_n_rollouts, "0 (packed_ppo has no gradient split)")
     require(phase.mode in ("sync", "async"), "phase.mode", phase.mode, "sync, async")
     require(phase.max_policy_lag in (0, 1), "phase.max_policy_lag", phase.max_policy_lag,
              "0 or 1 (two rollout buffers)")

@@ -27,6 +27,7 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
         max_grad_norm=phase.max_grad_norm,
         **vars(phase.loss),
         **_reference_kl(phase),
+        **({"diagnostics_every": every} if (every := phase.diagnostics.every_n_rollouts) else {}),
         **extra,
     )
 

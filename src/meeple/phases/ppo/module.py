@@ -18,6 +18,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from meeple.phases.base import RolloutModule
+from meeple.phases.diagnostics import Member, explained_variance, gradient_split, split_actor_critic
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.tracking.keys import LOSS_TOTAL
 
@@ -42,8 +43,12 @@ class PPOModule(RolloutModule):
         normalize_advantage: bool,
         reference_kl_coef: float = 0.0,
         reference_kl_anneal_fraction: float = 0.3,
+        diagnostics_every: int = 0,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
+        self.diagnostics_every = diagnostics_every  # rollouts between gradient splits; 0: off
+        self._probe_due = False
+        self._fresh: dict[str, torch.Tensor] = {}  # measured on the rollout before training on it
         self.reference_kl_coef = reference_kl_coef
         self.reference_kl_anneal_fraction = reference_kl_anneal_fraction
         self.reference: torch.nn.Module | None = None  # frozen policy the stage started from
@@ -70,8 +75,32 @@ class PPOModule(RolloutModule):
 
     @torch.no_grad()
     def compute_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
-        """Writes ``advantage`` and ``value_target`` (A_t = sum_l (gamma*lambda)^l delta_{t+l})."""
-        return self.advantage_module(rollout)
+        """Writes ``advantage`` and ``value_target`` (A_t = sum_l (gamma*lambda)^l delta_{t+l}),
+        and measures the critic on this rollout before any update has seen it."""
+        rollout = self.advantage_module(rollout)
+        self._fresh = self.fresh_rollout_metrics(rollout)
+        every = self.diagnostics_every
+        self._probe_due = every > 0 and self.current_epoch % every == 0
+        return rollout
+
+    def fresh_rollout_metrics(self, rollout: TensorDictBase) -> dict[str, torch.Tensor]:
+        """``train/value_ev_fresh``: explained variance of the value targets by the critic that
+        has not trained on them (ClipPPOLoss's ``train/explained_variance`` is measured after);
+        the raw advantages' mean and spread (before any normalisation)."""
+        advantage = rollout["advantage"]
+        return {
+            "train/value_ev_fresh": explained_variance(rollout["state_value"], rollout["value_target"]),
+            "train/advantage_mean": advantage.mean(),
+            "train/advantage_std": advantage.std(),
+            "train/value_target_std": rollout["value_target"].std(),
+        }
+
+    def rollout_metrics(self) -> dict[str, float | torch.Tensor]:
+        return {**super().rollout_metrics(), **self._fresh}
+
+    def diagnostic_groups(self) -> dict[str, list[Member]]:
+        """The parameter groups :func:`gradient_split` reports on (subclasses add slices)."""
+        return split_actor_critic(self.actor, self.critic)
 
     # -- KL to the reference policy (a stage that starts from a cloned policy) ---------------
     def wants_reference(self) -> bool:
@@ -93,18 +122,31 @@ class PPOModule(RolloutModule):
         self.log_at_optimizer_steps()
 
     def minibatch_step(self, batch: TensorDictBase) -> dict[str, torch.Tensor]:
-        loss, metrics = self.minibatch_loss(batch)
-        self.optimize(loss)
+        terms, metrics = self.loss_terms(batch)
+        if self._probe_due:  # the first minibatch of a diagnostic rollout
+            self._probe_due = False
+            self._fresh.update({f"grad/{k}": v for k, v in gradient_split(terms, self.diagnostic_groups()).items()})
+        loss = sum(terms.values())
+        metrics[LOSS_TOTAL] = loss
+        metrics["train/grad_norm"] = self.optimize(loss)
         self.accumulate(metrics)  # logged as per-rollout means
         self.live["loss"] = loss.detach()
         return metrics
 
     def minibatch_loss(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The clipped surrogate + value + entropy terms, plus :meth:`extra_terms`."""
+        terms, metrics = self.loss_terms(batch)
+        loss = sum(terms.values())
+        metrics[LOSS_TOTAL] = loss
+        return loss, metrics
+
+    def loss_terms(self, batch: TensorDictBase) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The loss as named terms (``objective``, ``critic``, ``entropy``, ``extra``; their sum is
+        minimised) and the minibatch's metrics."""
         losses = self.loss_module(batch)
-        loss = losses["loss_objective"] + losses["loss_critic"]
+        terms = {"objective": losses["loss_objective"], "critic": losses["loss_critic"]}
         if "loss_entropy" in losses.keys():
-            loss = loss + losses["loss_entropy"]
+            terms["entropy"] = losses["loss_entropy"]
         metrics = {}
         for key in ("loss_objective", "loss_critic", "loss_entropy"):
             if key in losses.keys():
@@ -119,9 +161,8 @@ class PPOModule(RolloutModule):
                 cache["dist"] = self.actor.get_dist(batch)
             return cache["dist"]
 
-        loss = loss + self.extra_terms(batch, losses, policy, metrics)
-        metrics[LOSS_TOTAL] = loss
-        return loss, metrics
+        terms["extra"] = self.extra_terms(batch, losses, policy, metrics)
+        return terms, metrics
 
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:

@@ -40,6 +40,11 @@ class ReferenceKL:
 
 
 @dataclass
+class Diagnostics:
+    every_n_rollouts: int = 0  # gradient norms per loss term and parameter group (docs); 0: off
+
+
+@dataclass
 class PPOPhase:
     name: str
     module: Any
@@ -55,6 +60,7 @@ class PPOPhase:
     eval: Eval = field(default_factory=Eval)
     stop: Stop = field(default_factory=Stop)
     reference_kl: ReferenceKL = field(default_factory=ReferenceKL)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
 def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
@@ -69,6 +75,8 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
     require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
              phase.reference_kl.anneal_fraction, "a float in (0, 1]")
+    require(phase.diagnostics.every_n_rollouts >= 0, "phase.diagnostics.every_n_rollouts",
+            phase.diagnostics.every_n_rollouts, "an integer >= 0 (0: off)")
     for name in ("every_n_rollouts", "episodes", "max_steps"):
         require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
 
