@@ -1,4 +1,5 @@
-"""GoalGrid: meeple's reference packed-frame env (Warp kernels, bit-identical torch fallback).
+"""GoalGrid in torch ops: meeple's reference packed-frame env (`meeple.envs.goal_grid` picks this
+renderer or the bit-identical Warp one, `meeple.envs.goal_grid_warp`, which reuses its constants).
 
 An agent moves on a ``GRID_W x GRID_H`` grid of 8x8-pixel cells; an episode starts at a
 random cell with a random other goal cell. The observation is two packed frames, the
@@ -42,8 +43,6 @@ SUCCESS_BONUS = 1.0
 MASK32 = 0xFFFFFFFF
 MIX_A, MIX_B, GOLDEN = 0x7FEB352D, 0x846CA68B, 0x9E3779B1
 SALT_START, SALT_GOAL = 0, 1
-
-RENDERERS = ("warp", "torch", "auto")
 
 
 # -- the hash both renderers share (uint32 arithmetic; int64 tensors here) ---------------
@@ -223,30 +222,3 @@ def _check_args(num_envs: int, max_steps: int) -> None:
         raise ValueError(f"num_envs={num_envs}: accepted: an integer >= 1")
     if max_steps < 1:
         raise ValueError(f"max_steps={max_steps}: accepted: an integer >= 1")
-
-
-def warp_available() -> bool:
-    try:
-        import warp  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def make_goal_grid(
-    num_envs: int,
-    *,
-    device: str | torch.device = "cpu",
-    renderer: str = "auto",
-    max_steps: int = 40,
-):
-    """A GoalGrid batch: ``renderer`` warp (NVIDIA Warp kernels), torch, or auto (warp if installed)."""
-    if renderer not in RENDERERS:
-        raise ValueError(f"renderer={renderer!r}; accepted: {', '.join(RENDERERS)}")
-    if renderer == "auto":
-        renderer = "warp" if warp_available() else "torch"
-    if renderer == "torch":
-        return TorchGoalGrid(num_envs, max_steps=max_steps, device=device)
-    from meeple.envs.goal_grid_warp import WarpGoalGrid
-
-    return WarpGoalGrid(num_envs, max_steps=max_steps, device=device)
