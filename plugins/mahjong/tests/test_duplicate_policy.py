@@ -16,8 +16,9 @@ import meeple_mahjong as mj
 from meeple.checkpoint.io import CheckpointError, ChecksumMismatch, save_atomic
 from meeple.nets.planes import build_planes_actor_critic
 from meeple_mahjong import duplicate as dup
-from meeple_mahjong import tables
+from meeple_mahjong import policy, tables
 from meeple_mahjong.batch_env import MahjongEnv
+from meeple_mahjong.env import backend
 from meeple_mahjong.policy import (
     PolicyTable,
     greedy_policy,
@@ -245,6 +246,20 @@ def test_a_shared_trunk_model_and_compiled_keys_load(tmp_path):
         CheckpointError, match="weights do not fit model 'meeple.nets.planes.*size mismatch"
     ):
         load_policy_actor(path)
+
+
+@pytest.mark.parametrize("env_cfg", [{"learner_seats": [0]}, {"learner_seats": [0, 2], "oracle": True},
+                                     {"league": True, "oracle": True}])  # fmt: skip
+def test_a_checkpoint_is_rebuilt_from_the_env_specs_without_an_env(env_cfg, monkeypatch):
+    env_cfg = {"backend": "mahjong", **env_cfg}
+    env = backend.make_env(env_cfg, num_envs=backend.batch_unit(env_cfg))
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("loading a policy built an env")
+
+    monkeypatch.setattr(MahjongEnv, "_build", no_env)
+    observation_spec, action_spec = policy._mahjong_specs({"env": env_cfg})
+    assert observation_spec == env.observation_spec and action_spec == env.action_spec
 
 
 def test_bad_checkpoints_are_clear_errors(run_dir, tmp_path, capsys):

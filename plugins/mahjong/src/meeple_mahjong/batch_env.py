@@ -182,8 +182,8 @@ class MahjongEnv(EnvBase):
         self.oracle = oracle
         self.sim = _mj.BatchSim(tables, self._rules, session_seed=0, **self._sim_args)
         n = tables * L
-        self.observation_spec = observation_spec(n, oracle=oracle)
-        self.action_spec = action_spec(n)
+        self.observation_spec = observation_spec(n, oracle=oracle, device=self.device)
+        self.action_spec = action_spec(n, device=self.device)
         self.reward_spec = Unbounded((n, 1), dtype=torch.float32)
         self._last: dict[str, torch.Tensor] | None = None  # the simulator's rows after the last call
 

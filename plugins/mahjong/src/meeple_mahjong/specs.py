@@ -31,7 +31,7 @@ def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
 
 
-def observation_spec(n: int, *, oracle: bool) -> Composite:
+def observation_spec(n: int, *, oracle: bool, device: str | torch.device = "cpu") -> Composite:
     """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them)."""
     obs = {
         "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
@@ -43,12 +43,12 @@ def observation_spec(n: int, *, oracle: bool) -> Composite:
     }
     if oracle:
         obs["oracle"] = Unbounded((n, ORACLE_PLANES, WIDTH), dtype=torch.float32)
-    return Composite(obs, shape=(n,))
+    return Composite(obs, shape=(n,), device=device)
 
 
-def action_spec(n: int) -> Categorical:
+def action_spec(n: int, *, device: str | torch.device = "cpu") -> Categorical:
     """One action index per slot."""
-    return Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64)
+    return Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64, device=device)
 
 
 def is_oracle(fn: PolicyFn) -> bool:
