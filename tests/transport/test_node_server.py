@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from meeple.envs.record_env import LocalStepper
+from meeple.envs.array import LocalStepper
 from meeple.transport import protocol as P
 from meeple.transport.client import RemoteEnv, connect
 from meeple.transport.protocol import ErrorCode, ProtocolError

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meeple.envs.record_env import LocalStepper
+from meeple.envs.array import LocalStepper
 from meeple.errors import ConfigError
 from meeple.transport import protocol as P
 from meeple.transport.client import RemoteEnv, connect

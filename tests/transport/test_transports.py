@@ -10,8 +10,8 @@ import torch
 from torchrl.collectors import Collector
 from torchrl.envs.utils import check_env_specs
 
+from meeple.envs.array import LocalStepper
 from meeple.envs.counter import CounterEnv
-from meeple.envs.record_env import LocalStepper
 from meeple.transport.client import RemoteEnv, connect
 from meeple.transport.shm import ShmChannel
 from meeple_connect4 import Connect4ArrayEnv

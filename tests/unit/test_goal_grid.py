@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from meeple.envs import goal_grid
+from meeple.envs import goal_grid_torch
 from meeple.envs.goal_grid import make_goal_grid
 from meeple.envs.packed import packed_l1, unpack
 from meeple.envs.packed_env import PackedEnv
@@ -54,7 +54,7 @@ def test_goal_frame_and_reward_follow_the_packed_distance():
     cont = ~buffer.dones
     expected = (
         distance[:-1] - distance[1:]
-    ).float() / goal_grid.DISTANCE_SCALE - goal_grid.STEP_COST
+    ).float() / goal_grid_torch.DISTANCE_SCALE - goal_grid_torch.STEP_COST
     assert torch.equal(buffer.rewards[cont], expected[cont])
 
 
@@ -74,7 +74,7 @@ def test_success_iff_frames_match():
             break
         assert not buffer.dones.any()
     assert buffer.dones.all() and env.last_success.all()
-    assert buffer.rewards.item() > goal_grid.SUCCESS_BONUS - goal_grid.STEP_COST
+    assert buffer.rewards.item() > goal_grid_torch.SUCCESS_BONUS - goal_grid_torch.STEP_COST
 
 
 def test_random_policy_rarely_succeeds():
@@ -131,7 +131,7 @@ def test_bad_arguments():
 def test_torch_renderer_moves_no_tensor_between_devices_per_step(monkeypatch):
     """Each frame is built from per-device constants: a ``Tensor.to`` in the loop is, on CUDA,
     a synchronous host-to-device copy (what tests/gpu's sync-debug test caught on an H200)."""
-    from meeple.envs.goal_grid import TorchGoalGrid
+    from meeple.envs.goal_grid_torch import TorchGoalGrid
 
     env = TorchGoalGrid(4)
     env.reset(0)

@@ -9,7 +9,7 @@ import torch
 
 import meeple_mahjong as mj
 from meeple.errors import ConfigError
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong.batch_env import MahjongEnv
 from meeple_native import mahjong as nm
 
 N = nm.NUM_ACTIONS

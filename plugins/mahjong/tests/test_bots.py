@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import meeple_mahjong as mj
-from meeple_mahjong.duplicate import BotTable, run_duplicate
+from meeple_mahjong.duplicate import run_duplicate
+from meeple_mahjong.tables import BotTable
 
 
 def _counts(tiles):

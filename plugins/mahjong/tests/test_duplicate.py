@@ -8,6 +8,7 @@ import pytest
 
 import meeple_mahjong as mj
 from meeple_mahjong import duplicate as dup
+from meeple_mahjong import tables
 
 
 def test_a_bot_against_copies_of_itself_ranks_exactly_2_5():
@@ -15,7 +16,7 @@ def test_a_bot_against_copies_of_itself_ranks_exactly_2_5():
     # of one bot the four rotations replay one identical game: the challenger takes each
     # seat's rank once, 1 + 2 + 3 + 4 over 4.
     for bot in ("rule", "random"):
-        s = dup.run_duplicate(dup.BotTable(), bot, bot, games=3, seed=5).summary()
+        s = dup.run_duplicate(tables.BotTable(), bot, bot, games=3, seed=5).summary()
         ch, op = s["challenger"], s["opponents"]
         assert ch["avg_rank"] == 2.5 and op["avg_rank"] == 2.5
         assert ch["avg_rank_ci95"] == [2.5, 2.5]
@@ -36,8 +37,8 @@ def test_rotations_share_walls_and_seat_streams():
 
 
 def test_results_agree_with_the_engine_records():
-    table = dup.BotTable()
-    job = dup.GameJob(3, 2, ("rule", "random", "rule", "rule-nofold"), 77)
+    table = tables.BotTable()
+    job = tables.GameJob(3, 2, ("rule", "random", "rule", "rule-nofold"), 77)
     (res,) = table.play([job])
     g = mj.Game()
     g.reset(3, 2)
@@ -69,7 +70,7 @@ class _FixedTable:
         for _ in jobs:
             out.append(
                 [
-                    dup.SeatResult(
+                    tables.SeatResult(
                         score=40000 - 10000 * (r - 1),
                         rank=r,
                         hands=10,
@@ -122,4 +123,4 @@ def test_cli_rejects_unknown_bots(capsys):
         dup.main(["--challenger", "mortal"])
     assert "accepted: random, rule, rule-nofold" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown player 'x'"):
-        dup.BotTable().play([dup.GameJob(0, 0, ("x", "rule", "rule", "rule"), 0)])
+        tables.BotTable().play([tables.GameJob(0, 0, ("x", "rule", "rule", "rule"), 0)])

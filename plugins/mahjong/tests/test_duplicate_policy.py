@@ -16,7 +16,9 @@ import meeple_mahjong as mj
 from meeple.checkpoint.io import CheckpointError, ChecksumMismatch, save_atomic
 from meeple.nets.planes import build_planes_actor_critic
 from meeple_mahjong import duplicate as dup
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong import policy, tables
+from meeple_mahjong.batch_env import MahjongEnv
+from meeple_mahjong.env import backend
 from meeple_mahjong.policy import (
     PolicyTable,
     greedy_policy,
@@ -64,7 +66,7 @@ def reference_game(job, **rules):
     scores, wins = list(g.scores), g.wins()
     order = sorted(range(4), key=lambda s: (-scores[s], s))
     return [
-        dup.SeatResult(
+        tables.SeatResult(
             score=scores[s],
             rank=order.index(s) + 1,
             hands=g.hands_played,
@@ -81,14 +83,14 @@ def reference_game(job, **rules):
 def test_the_reference_loop_is_play_bots():
     # The reference must be exact for the bots before it can judge the simulator.
     for players in (("rule", "random", "rule", "rule-nofold"), ("random",) * 4):
-        job = dup.GameJob(3, 2, players, 77)
-        assert reference_game(job) == dup.BotTable().play([job])[0]
+        job = tables.GameJob(3, 2, players, 77)
+        assert reference_game(job) == tables.BotTable().play([job])[0]
 
 
 JOBS = [
     *(job for g in (0, 1) for _, job in dup.rotations(11, g, "policy", "rule")),
-    dup.GameJob(4, 9, ("random", "policy", "rule-nofold", "policy"), 123),  # two policy seats
-    dup.GameJob(4, 9, ("rule", "random", "rule", "rule"), 5),  # no policy seat: BotTable
+    tables.GameJob(4, 9, ("random", "policy", "rule-nofold", "policy"), 123),  # two policy seats
+    tables.GameJob(4, 9, ("rule", "random", "rule", "rule"), 5),  # no policy seat: BotTable
 ]
 
 
@@ -105,8 +107,8 @@ def test_explicit_games_replay_the_reference_game_by_game():
 def test_several_networks_each_play_their_own_seats():
     jobs = [
         *(job for _, job in dup.rotations(6, 1, "last", "policy")),  # one network against another
-        dup.GameJob(2, 4, ("policy", "rule", "last", "last"), 9),  # two networks and a bot
-        dup.GameJob(2, 5, ("rule", "last", "random", "rule"), 8),
+        tables.GameJob(2, 4, ("policy", "rule", "last", "last"), 9),  # two networks and a bot
+        tables.GameJob(2, 5, ("rule", "last", "random", "rule"), 8),
     ]
     table = PolicyTable({"policy": first_legal, "last": last_legal}, east_only=True)
     for job, res in zip(jobs, table.play(jobs), strict=True):
@@ -134,7 +136,7 @@ def test_uniform_random_policy_ranks_like_the_random_bot_against_rule_bots():
     # docs/mahjong_bots.md: the random bot ranks 3.88 against three rule bots.
     games = 4
     ours = dup.run_duplicate(PolicyTable(random_policy(0)), "policy", "rule", games, seed=0)
-    bots = dup.run_duplicate(dup.BotTable(), "random", "rule", games, seed=0)
+    bots = dup.run_duplicate(tables.BotTable(), "random", "rule", games, seed=0)
     ch, ref = ours.summary()["challenger"], bots.summary()["challenger"]
     assert 3.6 <= ch["avg_rank"] <= 4.0 and abs(ch["avg_rank"] - ref["avg_rank"]) < 0.25
     assert ch["win_rate"] < 0.02 and ch["games"] == 4 * games
@@ -160,13 +162,13 @@ def test_explicit_simulator_rules():
 
 
 def test_bad_policy_outputs_are_refused():
-    job = [dup.GameJob(0, 0, ("policy", "rule", "rule", "rule"), 1)]
+    job = [tables.GameJob(0, 0, ("policy", "rule", "rule", "rule"), 1)]
     with pytest.raises(ValueError, match=r"policy 'policy' must return an int64 tensor of shape \(1,\)"):
         PolicyTable(lambda o, m: torch.zeros(2, dtype=torch.int64)).play(job)
     with pytest.raises(ValueError, match="a policy chose an illegal action: .*not legal"):
         PolicyTable(lambda o, m: torch.full((len(o),), 154)).play(job)
     with pytest.raises(ValueError, match="unknown player 'mortal'; accepted: policy, random"):
-        PolicyTable(first_legal).play([dup.GameJob(0, 0, ("mortal", "rule", "rule", "rule"), 1)])
+        PolicyTable(first_legal).play([tables.GameJob(0, 0, ("mortal", "rule", "rule", "rule"), 1)])
 
 
 # -- checkpoints ------------------------------------------------------------------------------
@@ -246,6 +248,20 @@ def test_a_shared_trunk_model_and_compiled_keys_load(tmp_path):
         load_policy_actor(path)
 
 
+@pytest.mark.parametrize("env_cfg", [{"learner_seats": [0]}, {"learner_seats": [0, 2], "oracle": True},
+                                     {"league": True, "oracle": True}])  # fmt: skip
+def test_a_checkpoint_is_rebuilt_from_the_env_specs_without_an_env(env_cfg, monkeypatch):
+    env_cfg = {"backend": "mahjong", **env_cfg}
+    env = backend.make_env(env_cfg, num_envs=backend.batch_unit(env_cfg))
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("loading a policy built an env")
+
+    monkeypatch.setattr(MahjongEnv, "_build", no_env)
+    observation_spec, action_spec = policy._mahjong_specs({"env": env_cfg})
+    assert observation_spec == env.observation_spec and action_spec == env.action_spec
+
+
 def test_bad_checkpoints_are_clear_errors(run_dir, tmp_path, capsys):
     with pytest.raises(CheckpointError, match="no such file; give a checkpoint file"):
         policy_from_checkpoint(tmp_path / "missing.pt")
@@ -300,11 +316,11 @@ def test_a_checkpoint_against_copies_of_itself_with_a_paired_bot_baseline(run_di
 
 def _stats(ranks_by_index):
     stats = dup.DuplicateStats()
-    other = dup.SeatResult(score=25000, rank=0, hands=4, wins=0, tsumo=0, deal_ins=0, riichi=0, calls=0)
+    other = tables.SeatResult(score=25000, rank=0, hands=4, wins=0, tsumo=0, deal_ins=0, riichi=0, calls=0)
     for g, ranks in ranks_by_index.items():
         for seat, rank in enumerate(ranks):
             results = [other] * 4
-            results[seat] = dup.SeatResult(25000, rank, 4, 0, 0, 0, 0, 0)
+            results[seat] = tables.SeatResult(25000, rank, 4, 0, 0, 0, 0, 0)
             stats.add(g, seat, results)
     return stats
 

@@ -8,7 +8,7 @@ import torch
 
 import meeple_mahjong as mj
 from meeple.errors import ConfigError
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong.batch_env import MahjongEnv
 from meeple_native import mahjong as nm
 
 RULES = {"east_only": True, "start_points": 8000, "return_points": 8000}  # short games: busts

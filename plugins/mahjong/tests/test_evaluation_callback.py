@@ -6,13 +6,14 @@ import pytest
 
 from meeple.nets.planes import build_planes_actor_critic
 from meeple_mahjong import duplicate as dup
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong import tables
+from meeple_mahjong.batch_env import MahjongEnv
 from meeple_mahjong.evaluation import RANK_POINTS, DuplicateEvaluation, duplicate_metrics
 from meeple_mahjong.policy import PolicyTable, greedy_policy
 
 
 def test_bots_against_copies_of_themselves_rank_exactly_two_and_a_half():
-    stats = dup.run_duplicate(dup.BotTable(), "rule", "rule", 3, seed=5)
+    stats = dup.run_duplicate(tables.BotTable(), "rule", "rule", 3, seed=5)
     metrics = duplicate_metrics(stats)
     assert metrics["avg_rank"] == 2.5 and metrics["games"] == 3
     assert metrics["rank_points"] == pytest.approx(sum(RANK_POINTS) / 4)  # every place once per index
@@ -20,7 +21,7 @@ def test_bots_against_copies_of_themselves_rank_exactly_two_and_a_half():
 
 
 def test_random_play_ranks_worse_than_the_rule_bots():
-    stats = dup.run_duplicate(dup.BotTable(), "random", "rule", 4, seed=0)
+    stats = dup.run_duplicate(tables.BotTable(), "random", "rule", 4, seed=0)
     metrics = duplicate_metrics(stats)
     assert metrics["avg_rank"] > 3.0 and metrics["rank_points"] < 0
     assert metrics["avg_rank_ci_low"] <= metrics["avg_rank"] <= metrics["avg_rank_ci_high"]

@@ -14,7 +14,8 @@ import meeple_mahjong as mj
 from meeple.checkpoint.io import save_atomic
 from meeple.phases.ppo.module import PPOModule
 from meeple_mahjong import duplicate as dup
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong import tables
+from meeple_mahjong.batch_env import MahjongEnv
 from meeple_mahjong.evaluation import DuplicateEvaluation, even_metrics
 from meeple_mahjong.net import build_mahjong_actor_critic
 from meeple_mahjong.policy import PolicyTable, greedy_policy, is_oracle, policy_from_checkpoint
@@ -45,7 +46,7 @@ def test_an_oracle_fn_gets_the_oracle_planes_of_the_deciding_seat():
         return last_legal(obs, mask)
 
     teacher.oracle = True
-    job = dup.GameJob(7, 3, ("rule", "policy", "rule-nofold", "rule"), 41)
+    job = tables.GameJob(7, 3, ("rule", "policy", "rule-nofold", "rule"), 41)
     table = PolicyTable(teacher, east_only=True)
     (result,) = table.play([job])
     # The same game in a plain loop (bots on their seat streams, docs/mahjong_bots.md): the

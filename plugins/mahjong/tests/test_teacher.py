@@ -8,7 +8,7 @@ from tensordict import TensorDict
 
 import meeple_mahjong as mj
 from meeple.errors import ConfigError
-from meeple_mahjong.env import MahjongEnv
+from meeple_mahjong.batch_env import MahjongEnv
 from meeple_mahjong.net import build_mahjong_actor_critic
 from meeple_mahjong.safety import BLOCK_MARGIN, dealing_actions, discard_kinds
 from meeple_mahjong.teacher import OracleTeacherModule

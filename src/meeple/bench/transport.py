@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from meeple.envs.record_env import LocalStepper
+from meeple.envs.array import LocalStepper
 from meeple.jsonio import write_json_atomic
 from meeple.transport.client import connect
 from meeple.transport.launch import ServerProcess

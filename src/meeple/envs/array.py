@@ -4,7 +4,7 @@ An :class:`ArrayEnv` steps a batch of envs and writes step-result records
 (:meth:`meeple.envs.spaces.Spaces.record_dtype`) into arrays it is handed, so a
 server can point it straight at a reply buffer or at shared memory. Backends may provide
 one natively (``make_array_env``: fast, and the server never imports torch); any other
-backend's TorchRL env is hosted through :class:`meeple.envs.record_env.TorchRLArrayEnv`.
+backend's TorchRL env is hosted through :class:`meeple.envs.torchrl_array.TorchRLArrayEnv`.
 This module imports numpy only (server start-up time).
 """
 
@@ -42,6 +42,29 @@ class ArrayEnv(Protocol):
     def close(self) -> None: ...
 
 
+class LocalStepper:
+    """An :class:`ArrayEnv` in this process, behind the
+    :class:`~meeple.envs.record_env.RecordStepper` interface (what :class:`~meeple.envs.record_env.RecordEnv` drives)."""
+
+    transient = False
+
+    def __init__(self, env: ArrayEnv) -> None:
+        self.env, self.spaces = env, env.spaces
+
+    def reset(self, seed: int | None) -> np.ndarray:
+        out = self.spaces.new_records(self.spaces.num_envs)
+        self.env.reset(seed, out)
+        return out
+
+    def step(self, actions: np.ndarray) -> np.ndarray:
+        out = self.spaces.new_records(self.spaces.num_envs)
+        self.env.step(np.asarray(actions, dtype=np.int32), out)
+        return out
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def make_array_env(env_cfg: Mapping[str, Any], num_envs: int) -> ArrayEnv:
     """The array env for ``env_cfg``: ``env.array_env`` ("module:callable"), the backend's own
     ``make_array_env``, or the backend's TorchRL env hosted by :class:`TorchRLArrayEnv`."""
@@ -61,7 +84,7 @@ def make_array_env(env_cfg: Mapping[str, Any], num_envs: int) -> ArrayEnv:
     native = getattr(backend, "make_array_env", None)
     if native is not None:
         return native(env_cfg, num_envs=num_envs)
-    from meeple.envs.record_env import TorchRLArrayEnv
+    from meeple.envs.torchrl_array import TorchRLArrayEnv  # torch: only for TorchRL backends
 
     return TorchRLArrayEnv(
         backend.make_env(env_cfg, num_envs=num_envs), name=str(env_cfg["backend"])

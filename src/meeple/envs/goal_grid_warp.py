@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import warp as wp
 
-from meeple.envs import goal_grid as ref
+from meeple.envs import goal_grid_torch as ref
 from meeple.envs.packed import DIFF_LUT, FRAME_BYTES, ROW_BYTES
 from meeple.envs.packed_env import ViewCache, check_storage
 from meeple.envs.warp_init import init_warp

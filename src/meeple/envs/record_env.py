@@ -1,10 +1,10 @@
 """TorchRL envs over array envs: :class:`RecordEnv` (any stepper of records: an in-process
-:class:`~meeple.envs.array.ArrayEnv` or a remote transport) and :class:`TorchRLArrayEnv`
-(any TorchRL env hosted as an array env by a server)."""
+:class:`~meeple.envs.array.ArrayEnv` or a remote transport). The other direction, a TorchRL env
+hosted as an array env by a server, is :mod:`meeple.envs.torchrl_array`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -13,76 +13,14 @@ from torchrl.data import Binary, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from meeple.envs.spaces import Spaces
-from meeple.errors import ConfigError
-
-if TYPE_CHECKING:  # annotations only: meeple.envs.array builds TorchRLArrayEnv from this module
-    from meeple.envs.array import ArrayEnv
 
 OBS_KEY = "observation"
 MASK_KEY = "action_mask"
 
 
-class TorchRLArrayEnv:
-    """Hosts any TorchRL env with a discrete action and an ``observation`` key.
-
-    Finished envs are reset right after the step (partial reset with ``_reset``), so the
-    records follow the auto-reset contract. An ``action_mask`` key, if the env has one,
-    becomes the mask; otherwise every action is legal.
-    """
-
-    def __init__(self, env: EnvBase, name: str = "") -> None:
-        self.env = env
-        (num_envs,) = env.batch_size
-        obs_spec = env.observation_spec[OBS_KEY]
-        n = getattr(getattr(env.action_spec, "space", None), "n", None)
-        if n is None:
-            raise ConfigError(
-                f"env {name!r} has a {type(env.action_spec).__name__} action; servers host discrete actions"
-            )
-        dtype = torch.empty((), dtype=obs_spec.dtype).numpy().dtype
-        self.spaces = Spaces(num_envs, int(n), tuple(obs_spec.shape[1:]), dtype, env_name=name)
-        self._has_mask = MASK_KEY in env.observation_spec.keys()
-        self._td: TensorDictBase | None = None
-
-    def _write_obs(
-        self, td: TensorDictBase, out: np.ndarray, rows: np.ndarray | slice = slice(None)
-    ) -> None:
-        out["obs"][rows] = td[OBS_KEY][rows].numpy()
-        out["mask"][rows] = td[MASK_KEY][rows].numpy() if self._has_mask else 1
-
-    def reset(self, seed: int | None, out: np.ndarray) -> None:
-        if seed is not None:
-            self.env.set_seed(int(seed))
-        self._td = self.env.reset()
-        out["reward"], out["done"], out["truncated"] = 0, 0, 0
-        self._write_obs(self._td, out)
-
-    def step(self, actions: np.ndarray, out: np.ndarray) -> None:
-        td = self._td.clone(False)
-        td["action"] = torch.tensor(actions, dtype=torch.int64)  # a copy: actions may be read-only
-        nxt = self.env.step(td)["next"]
-        done = nxt["done"].reshape(-1)
-        truncated = nxt.get("truncated", torch.zeros_like(done)).reshape(-1)
-        out["reward"] = nxt["reward"].reshape(-1).numpy()
-        out["done"], out["truncated"] = done.numpy(), truncated.numpy()
-        state = nxt.exclude("reward", "done", "terminated", "truncated")
-        if done.any():
-            reset = state.clone(False)
-            reset["_reset"] = done.unsqueeze(-1)
-            state = self.env.reset(reset)
-        self._td = state
-        self._write_obs(state, out)
-
-    def observe(self, out: np.ndarray) -> None:
-        out["reward"], out["done"], out["truncated"] = 0, 0, 0
-        self._write_obs(self._td, out)
-
-    def close(self) -> None:
-        self.env.close()
-
-
 class RecordStepper(Protocol):
-    """What :class:`RecordEnv` drives: an in-process array env or a remote transport client."""
+    """What :class:`RecordEnv` drives: an in-process array env
+    (:class:`~meeple.envs.array.LocalStepper`) or a remote transport client."""
 
     spaces: Spaces
     transient: bool  # records are overwritten by the next call (shared memory): copy them
@@ -92,28 +30,6 @@ class RecordStepper(Protocol):
     def step(self, actions: np.ndarray) -> np.ndarray: ...
 
     def close(self) -> None: ...
-
-
-class LocalStepper:
-    """An :class:`ArrayEnv` in this process, behind the :class:`RecordStepper` interface."""
-
-    transient = False
-
-    def __init__(self, env: ArrayEnv) -> None:
-        self.env, self.spaces = env, env.spaces
-
-    def reset(self, seed: int | None) -> np.ndarray:
-        out = self.spaces.new_records(self.spaces.num_envs)
-        self.env.reset(seed, out)
-        return out
-
-    def step(self, actions: np.ndarray) -> np.ndarray:
-        out = self.spaces.new_records(self.spaces.num_envs)
-        self.env.step(np.asarray(actions, dtype=np.int32), out)
-        return out
-
-    def close(self) -> None:
-        self.env.close()
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:

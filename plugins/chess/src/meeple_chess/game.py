@@ -14,6 +14,8 @@ from meeple.plugins.native_game import NativeSelfPlayGame
 from meeple.plugins.spec import MatchResult
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, SelfPlay
 
+from .arena import MCTSPlayer, play_match
+
 
 class ChessGame(NativeSelfPlayGame):
     engine = SelfPlay
@@ -26,15 +28,11 @@ class ChessGame(NativeSelfPlayGame):
 
     def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
                     seed: int):
-        from meeple_chess.arena import MCTSPlayer
-
         return MCTSPlayer(evaluator, num_simulations=num_simulations,
                           leaves_in_flight=leaves_in_flight, seed=seed)  # fmt: skip
 
     def play_match(self, player: Any, opponent: Any, games: int, *,
                    opening_moves: int) -> MatchResult:
-        from meeple_chess.arena import play_match
-
         return play_match(player, opponent, games, opening_moves=opening_moves).result
 
 

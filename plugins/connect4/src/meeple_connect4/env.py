@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from meeple.envs.array import LocalStepper
 from meeple.envs.spaces import Spaces
 from meeple_native import OBS_SHAPE, WIDTH, Connect4
 
@@ -111,6 +112,6 @@ class Connect4Backend:
     def make_env(
         self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
     ) -> EnvBase:
-        from meeple.envs.record_env import LocalStepper, RecordEnv  # torch: not in servers
+        from meeple.envs.record_env import RecordEnv  # torch: not in servers
 
         return RecordEnv(LocalStepper(Connect4ArrayEnv(num_envs)), device=device)

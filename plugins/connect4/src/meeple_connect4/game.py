@@ -12,6 +12,8 @@ from meeple.plugins.native_game import NativeSelfPlayGame
 from meeple.plugins.spec import MatchResult
 from meeple_native import OBS_SHAPE, WIDTH, SelfPlay
 
+from .arena import MCTSPlayer, play_match
+
 
 class Connect4Game(NativeSelfPlayGame):
     engine = SelfPlay
@@ -22,15 +24,11 @@ class Connect4Game(NativeSelfPlayGame):
 
     def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
                     seed: int):
-        from meeple_connect4.arena import MCTSPlayer
-
         return MCTSPlayer(evaluator, num_simulations=num_simulations,
                           leaves_in_flight=leaves_in_flight, seed=seed)  # fmt: skip
 
     def play_match(self, player: Any, opponent: Any, games: int, *,
                    opening_moves: int) -> MatchResult:
-        from meeple_connect4.arena import play_match
-
         return play_match(player, opponent, games, opening_moves=opening_moves)
 
 

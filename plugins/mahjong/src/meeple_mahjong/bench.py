@@ -37,13 +37,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import meeple_mahjong as mj
 from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
 
 
 def _meeple_python(games: int, seed: int) -> dict[str, Any]:
-    import meeple_mahjong as mj
-
     rng = random.Random(seed)
     g = mj.Game()
     g.set_record_events(False)
@@ -60,8 +61,6 @@ def _meeple_python(games: int, seed: int) -> dict[str, Any]:
 
 def _native_games(games: int, seed: int, play) -> dict[str, Any]:
     """Whole games played in C++ by ``play(game, i) -> decisions``."""
-    import meeple_mahjong as mj
-
     g = mj.Game()
     g.set_record_events(False)
     decisions = 0
@@ -77,8 +76,6 @@ def _meeple_native(games: int, seed: int) -> dict[str, Any]:
 
 
 def _meeple_rule_bots(games: int, seed: int) -> dict[str, Any]:
-    import meeple_mahjong as mj
-
     return _native_games(
         games, seed, lambda g, i: sum(mj.play_bots(g, ["rule"] * 4, i)["decisions"])
     )
@@ -101,10 +98,6 @@ def _corpus(games: int, seed: int) -> dict[str, Any]:
 
 def sim_buffers(slots: int) -> dict[str, Any]:
     """The arrays ``BatchSim.reset``/``step`` write for ``slots`` learner slots."""
-    import numpy as np
-
-    import meeple_mahjong as mj
-
     return dict(obs=np.empty((slots, 84, 34), np.float32), mask=np.empty((slots, mj.NUM_ACTIONS), np.uint8),
                 active=np.empty(slots, np.uint8), reward=np.empty(slots, np.float32),
                 done=np.empty(slots, np.uint8))  # fmt: skip
@@ -113,10 +106,6 @@ def sim_buffers(slots: int) -> dict[str, Any]:
 def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
     """The batch simulator with the learner in all four seats and a trivial policy (the first
     legal index): learner decisions per CPU second, each with its 84x34 observation encoded."""
-    import numpy as np
-
-    import meeple_mahjong as mj
-
     sim = mj.BatchSim(tables, mj.Game(), session_seed=seed, learner_seats=[0, 1, 2, 3], threads=1)
     out = sim_buffers(sim.num_slots)
     sim.reset(None, **out)
@@ -137,7 +126,6 @@ def _batch_sim(tables: int, decisions: int, seed: int) -> dict[str, Any]:
 def _pymahjong_with_obs(hands: int, seed: int) -> dict[str, Any]:
     """pymahjong stepping one table from Python with the acting seat's observation (93x34)
     encoded at every decision: the peer of the batch simulator's per-decision work."""
-    import numpy as np
     import pymahjong
 
     rng = random.Random(seed)

@@ -37,6 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import meeple_mahjong as mj
 from meeple.bench import check_device
 from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
@@ -75,10 +78,6 @@ def _timed(step: Callable[[], tuple[int, int]], decisions: int, all_decisions: C
 
 
 def _sim_rule_bots(tables: int, decisions: int, seed: int, threads: int) -> dict[str, Any]:
-    import numpy as np
-
-    import meeple_mahjong as mj
-
     sim = mj.BatchSim(tables, mj.Game(), session_seed=seed, learner_seats=[0], bots=["rule"] * 4,
                       threads=threads)  # fmt: skip
     out = sim_buffers(sim.num_slots)

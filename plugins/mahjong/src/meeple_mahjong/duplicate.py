@@ -9,10 +9,10 @@ three. The players' randomness comes from per-seat streams seeded by (policy see
 seat), the same in all four rotations, so the rotations differ only in who sits where:
 luck of the walls cancels out, and a player against copies of itself ranks exactly 2.5.
 
-The bookkeeping is independent of how games are played: a `Table` plays a batch of
-`GameJob`s and returns per-seat `SeatResult`s. `BotTable` plays the built-in bots natively;
-a learned policy plugs in as another `Table` (`meeple_mahjong.policy.PolicyTable`, over the
-batch simulator) and reuses `run_duplicate` and `DuplicateStats` unchanged.
+The bookkeeping is independent of how games are played: `run_duplicate` hands batches of
+`GameJob`s to a `Table` (meeple_mahjong.tables: `BotTable` for the built-in bots,
+`meeple_mahjong.policy.PolicyTable` for learned policies) and adds up its `SeatResult`s in
+`DuplicateStats`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -32,75 +32,9 @@ from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple_native import mahjong as _mj
 
-BOT_NAMES: tuple[str, ...] = tuple(_mj.bot_names())
+from .tables import BOTS, BotTable, GameJob, SeatResult, Table
+
 _POLICY_SALT = 0x0B075EED  # policy seeds must not coincide with wall keys
-
-
-@dataclass(frozen=True)
-class GameJob:
-    """One game to play: walls from (session_seed, game_index), players[s] in seat s."""
-
-    session_seed: int
-    game_index: int
-    players: tuple[str, str, str, str]
-    policy_seed: int
-
-
-@dataclass(frozen=True)
-class SeatResult:
-    """What one seat did over one whole game."""
-
-    score: int
-    rank: int  # 1..4, ties to the lower seat (the engine's seat order)
-    hands: int  # hands played in the game (the same for every seat)
-    wins: int
-    tsumo: int
-    deal_ins: int  # rons this seat paid
-    riichi: int
-    calls: int  # open melds (chi, pon, open kan)
-
-
-class Table(Protocol):
-    """Plays games; a learned policy implements this to reuse the duplicate bookkeeping."""
-
-    def play(self, jobs: Sequence[GameJob]) -> list[list[SeatResult]]: ...
-
-
-def check_bot(name: str, what: str = "bot") -> str:
-    if name not in BOT_NAMES:
-        raise ValueError(f"unknown {what} '{name}'; accepted: {', '.join(BOT_NAMES)}")
-    return name
-
-
-class BotTable:
-    """Built-in bots (random, rule, rule-nofold) played natively, one game per call."""
-
-    def __init__(self, **rules: Any) -> None:
-        self._game = _mj.Game(**rules)
-        self._game.set_record_events(False)
-
-    def play(self, jobs: Sequence[GameJob]) -> list[list[SeatResult]]:
-        out = []
-        for job in jobs:
-            for p in job.players:
-                check_bot(p, "player")
-            self._game.reset(job.session_seed, job.game_index)
-            out.append(seat_results(_mj.play_bots(self._game, list(job.players), job.policy_seed)))
-        return out
-
-
-def seat_results(d: dict[str, Any]) -> list[SeatResult]:
-    """`play_bots`' per-seat lists as four SeatResults."""
-    keys = ("scores", "ranks", "wins", "tsumo", "deal_ins", "riichi", "calls")
-    return [
-        SeatResult(
-            score=d["scores"][s],
-            rank=d["ranks"][s],
-            hands=d["hands"],
-            **{k: d[k][s] for k in keys[2:]},
-        )
-        for s in range(4)
-    ]
 
 
 def policy_seed(seed: int, game_index: int) -> int:
@@ -276,7 +210,7 @@ def run_duplicate(
 
 
 POLICY_PLAYER = "policy"  # a trained policy (--checkpoint), played by meeple_mahjong.policy
-PLAYERS = (*BOT_NAMES, POLICY_PLAYER)
+PLAYERS = (*BOTS, POLICY_PLAYER)
 _ROLES = ("challenger", "opponent", "baseline")
 
 
@@ -284,7 +218,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
     )
-    players = (f"{', '.join(BOT_NAMES)} (bots), a checkpoint (.pt) or run directory, or "
+    players = (f"{', '.join(BOTS)} (bots), a checkpoint (.pt) or run directory, or "
                f"{POLICY_PLAYER} (the --checkpoint)")  # fmt: skip
     p.add_argument("--challenger", default="rule", help=players)
     p.add_argument("--opponent", default="random", help=players + "; plays the three other seats")
@@ -311,7 +245,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     a.sources = {}  # role -> checkpoint path of the network that plays it
     for role in _ROLES:
         name = getattr(a, role)
-        if name is None or name in BOT_NAMES:
+        if name is None or name in BOTS:
             continue
         if name == POLICY_PLAYER:
             if a.checkpoint is None:

@@ -1,340 +1,20 @@
-"""``env=mahjong``: a TorchRL env over the native batch simulator (``meeple_native.mahjong.BatchSim``).
-
-The env's batch is a flat list of *slots*: ``num_envs = tables * len(learner_seats)`` and
-slot ``table * L + i`` is learner seat ``learner_seats[i]`` at that table. One step plays
-every slot's action where its seat must act (``active``), then the native simulator runs
-the bots in the other seats until each table reaches its next learner decision, so one
-policy forward serves every pending decision of every table. A slot whose seat need not
-act has a mask allowing only ``pass`` (a no-op whose probability under the masked policy
-is one, so it carries no gradient). Rewards: the seat's score change times
-``score_scale``, plus ``rank_reward[rank]`` when the game ends; the table's slots are done
-together and restart on reset. docs/mahjong_env.md has the keys and the options.
-
-Opponent seats may also be frozen networks (``opponents`` naming a key of
-``opponent_policies`` or ``opponent_checkpoints``): the simulator then drives them from
-Python like learner seats, and after each step the tables waiting only on networks are
-stepped alone (the others held) until every table waits on the learner again; rewards and
-done of those steps add up into the learner's step (`_play_networks`).
-
-Internally a slot reads the simulator column ``_learner_cols[table, i]`` (the i-th learner
-seat here; per game in a league, `meeple_mahjong.league_env`, which also uses the two hooks
-`_start_games` and `_stepped`).
+"""``env=mahjong``: the backend (entry point ``meeple.plugins: mahjong``) that builds
+`meeple_mahjong.batch_env.MahjongEnv`, or `meeple_mahjong.league_env.LeagueEnv` with
+``env.league: true``, from the env config (docs/mahjong_env.md has the keys and the options).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import torch
-from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Binary, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from meeple.errors import ConfigError
-from meeple_native import mahjong as _mj
 
-from .opponents import NetworkSeats, network_names
-
-PLANES, WIDTH, ORACLE_PLANES = (
-    _mj.PUBLIC_PLANES,
-    _mj.PLANE_WIDTH,
-    _mj.ORACLE_PLANES,
-)  # docs/mahjong_encoding.md
-NUM_ACTIONS = _mj.NUM_ACTIONS
-BOTS = tuple(_mj.bot_names())  # random, rule, rule-nofold (docs/mahjong_bots.md)
-RULE_KEYS = (
-    "red_fives", "open_tanyao", "double_yakuman", "kazoe_yakuman", "kiriage", "east_only",
-    "start_points", "return_points", "agari_yame", "bust_ends", "double_ron", "triple_ron_abort",
-    "nagashi_mangan", "kyuushu_kyuuhai", "suufon_renda", "suucha_riichi", "suukaikan", "pao",
-)  # fmt: skip
-
-
-def seat_players(
-    learner_seats: Sequence[int], opponents: str | Sequence[str], networks: Sequence[str] = ()
-) -> dict[int, str]:
-    """The player (bot or network name) at each non-learner seat.
-
-    ``opponents`` is one name for every other seat, or a list with one name per other
-    seat in seat order; a name is a bot (`BOTS`) or one of ``networks``.
-    """
-    others = [s for s in range(4) if s not in learner_seats]
-    names = [opponents] * len(others) if isinstance(opponents, str) else list(opponents)
-    if len(names) != len(others):
-        raise ConfigError(
-            f"env.opponents={list(names)}: give one name for all other seats or one per other seat "
-            f"({len(others)} for learner seats {list(learner_seats)})"
-        )
-    for name in names:
-        if name not in BOTS and name not in networks:
-            nets = (
-                f", or a network: {', '.join(networks)}"
-                if networks
-                else " (networks: none configured in env.opponent_checkpoints)"
-            )
-            raise ConfigError(
-                f"env.opponents: unknown bot {name!r}; accepted: {', '.join(BOTS)}{nets}"
-            )
-    return dict(zip(others, names, strict=True))
-
-
-def check_options(rules: Mapping[str, Any] | None, threads: int, rank_reward: Sequence[float]) -> dict[str, Any]:
-    """The options every mahjong env shares, checked; returns ``rules`` as a dict."""
-    if len(rank_reward) != 4:
-        raise ConfigError(
-            f"env.rank_reward={list(rank_reward)}; accepted: 4 numbers, 1st to 4th place"
-        )
-    rules = dict(rules or {})
-    unknown = sorted(set(rules) - set(RULE_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"env.rules: unknown option(s) {unknown}; accepted: {', '.join(RULE_KEYS)}"
-        )
-    if threads < 1:
-        raise ConfigError(f"env.threads={threads}; accepted: an integer >= 1")
-    return rules
-
-
-def require_held_steps(what: str) -> None:
-    """Networks in the simulator's seats need ``BatchSim.step(tables=...)`` (held tables)."""
-    if "tables:" not in (_mj.BatchSim.step.__doc__ or ""):
-        raise ConfigError(
-            f"{what} seats networks, which needs BatchSim.step(tables=...): rebuild "
-            "meeple_native from this checkout (pip install ./native)"
-        )
-
-
-class MahjongEnv(EnvBase):
-    """``num_envs`` learner slots over ``num_envs / len(learner_seats)`` tables (see the module doc)."""
-
-    batch_locked = True
-
-    def __init__(
-        self,
-        num_envs: int,
-        *,
-        learner_seats: Sequence[int] = (0,),
-        opponents: str | Sequence[str] = "rule",
-        rules: Mapping[str, Any] | None = None,
-        threads: int = 1,
-        score_scale: float = 1e-4,
-        rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
-        oracle: bool = False,
-        opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
-        opponent_checkpoints: Mapping[str, Any] | None = None,
-        device: str | torch.device = "cpu",
-    ) -> None:
-        learner_seats = [int(s) for s in learner_seats]
-        if (
-            not learner_seats
-            or len(set(learner_seats)) != len(learner_seats)
-            or not all(0 <= s < 4 for s in learner_seats)
-        ):
-            raise ConfigError(
-                f"env.learner_seats={learner_seats}; accepted: 1 to 4 distinct seats in 0..3"
-            )
-        if num_envs < 1 or num_envs % len(learner_seats):
-            raise ConfigError(
-                f"env.num_envs={num_envs} must be a positive multiple of len(learner_seats)={len(learner_seats)}: "
-                "each table gives one slot per learner seat"
-            )
-        rules = check_options(rules, threads, rank_reward)
-        players = seat_players(
-            learner_seats, opponents, network_names(opponent_policies, opponent_checkpoints, BOTS)
-        )
-        tables, L = num_envs // len(learner_seats), len(learner_seats)
-        # The simulator's Python-driven seats: the learner's, then the networks' (if any).
-        net_players = {s: n for s, n in players.items() if n not in BOTS}
-        if net_players:
-            require_held_steps("env.opponents")
-        nets = (
-            NetworkSeats.seat(tables, L, net_players, opponent_policies, opponent_checkpoints)
-            if net_players
-            else None
-        )
-        bots = [players[s] if players.get(s) in BOTS else "random" for s in range(4)]  # others ignored
-        self._build(learner_seats + list(net_players), torch.arange(L).expand(tables, -1), bots, nets,
-                    rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
-                    oracle=oracle, device=device)  # fmt: skip
-        self.learner_seats = learner_seats
-
-    def _build(self, columns: list[int], learner_cols: torch.Tensor, bots: list[str],
-               nets: NetworkSeats | None, *, rules: dict[str, Any], threads: int, score_scale: float,
-               rank_reward: Sequence[float], oracle: bool, device: str | torch.device) -> None:  # fmt: skip
-        """The simulator (Python-driven ``columns``, seats in column order; ``bots`` per seat)
-        and the specs. ``learner_cols[table, i]`` is the simulator column of slot ``table * L + i``
-        (a league rewrites it per game); the env's rows are those columns' rows."""
-        tables, L = learner_cols.shape
-        super().__init__(batch_size=torch.Size([tables * L]), device=device)
-        self.num_tables = tables
-        self.nets = nets
-        self._cols = len(columns)
-        self._col_seat = torch.tensor(columns, dtype=torch.int64)
-        self._learner_cols = learner_cols.to(torch.int64).clone()
-        self._rows = torch.arange(tables).unsqueeze(-1)
-        self.sim_steps = 0  # BatchSim.step calls (one per env step plus network-only steps)
-        self._sim_args = dict(
-            learner_seats=list(columns),
-            bots=bots,
-            threads=int(threads),
-            score_scale=float(score_scale),
-            rank_reward=[float(r) for r in rank_reward],
-        )
-        try:
-            self._rules = _mj.Game(**rules)
-        except TypeError as e:  # a value of the wrong type (nanobind lists the signature)
-            raise ConfigError(f"env.rules={rules}: {e}") from None
-        self.oracle = oracle
-        self.sim = _mj.BatchSim(tables, self._rules, session_seed=0, **self._sim_args)
-        n = tables * L
-        obs = {
-            "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
-            "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
-            "active": Binary(n=1, shape=(n, 1), dtype=torch.bool),
-            "rank": Unbounded((n, 1), dtype=torch.int64),
-            "score": Unbounded((n, 1), dtype=torch.int64),
-            "seat": Unbounded((n, 1), dtype=torch.int64),
-        }
-        if oracle:
-            obs["oracle"] = Unbounded((n, ORACLE_PLANES, WIDTH), dtype=torch.float32)
-        self.observation_spec = Composite(obs, shape=(n,))
-        self.action_spec = Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64)
-        self.reward_spec = Unbounded((n, 1), dtype=torch.float32)
-        self._last: dict[str, torch.Tensor] | None = None  # the simulator's rows after the last call
-
-    # -- TorchRL hooks --
-    def _set_seed(self, seed: int | None) -> None:
-        # Walls and bot streams derive from the session seed (docs/mahjong_engine.md): a new
-        # seed is a new simulator whose tables start their games on the next reset.
-        self.sim = _mj.BatchSim(
-            self.num_tables, self._rules, session_seed=int(seed or 0), **self._sim_args
-        )
-        self._last = None
-
-    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        tables = None
-        if tensordict is not None and "_reset" in tensordict.keys():
-            slots = tensordict["_reset"].reshape(self.num_tables, -1)
-            tables = slots.any(-1).to(torch.uint8).cpu().numpy()
-        self._start_games(tables)
-        td = self._run(lambda out: self.sim.reset(tables, **out))
-        del td["reward"]  # TorchRL: no reward at reset (nor for network-only steps before it)
-        return td
-
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        learner = tensordict["action"].reshape(self.num_tables, -1).to(device="cpu", dtype=torch.int64)
-        actions = torch.full((self.num_tables, self._cols), _mj.PASS_ACTION, dtype=torch.int64)
-        actions.scatter_(1, self._learner_cols, learner)
-        actions = actions.reshape(-1)
-        if self.nets is not None and self._last is not None:
-            # Network decisions due with the learner's (calls on the same discard) go together.
-            due = self._last["active"].view(torch.bool).view(self.num_tables, -1) & ~self._learner_mask()
-            self.nets.act(due, self._last["obs"], self._last["mask"], self._last.get("oracle"), actions)
-        return self._run(lambda out: self.sim.step(actions.numpy(), **out), step=True)
-
-    # -- what a league (meeple_mahjong.league_env) adds; nothing here --
-    def _start_games(self, tables: Any) -> None:
-        """Before ``sim.reset(tables)`` (uint8 per table, None = all): seat the new games."""
-
-    def _stepped(self, buf: dict[str, torch.Tensor]) -> None:
-        """After every ``sim.step`` with its rows (all columns): e.g. collect finished games."""
-
-    def _learner_mask(self) -> torch.Tensor:
-        """[tables, columns] bool: the learner's columns."""
-        mask = torch.zeros(self.num_tables, self._cols, dtype=torch.bool)
-        return mask.scatter_(1, self._learner_cols, True)
-
-    def _learner_rows(self, v: torch.Tensor) -> torch.Tensor:
-        """The learner columns' rows of a simulator array (a copy), in slot order."""
-        v = v.view(self.num_tables, self._cols, *v.shape[1:])
-        return v[self._rows, self._learner_cols].reshape(-1, *v.shape[2:])
-
-    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        """A uniformly random *legal* action per slot (rollouts without a policy)."""
-        if tensordict is None or "action_mask" not in tensordict.keys():
-            raise ValueError(
-                "MahjongEnv.rand_action needs the tensordict of the last reset/step (its action_mask)"
-            )
-        mask = tensordict["action_mask"].float()
-        tensordict["action"] = torch.multinomial(mask.reshape(-1, NUM_ACTIONS), 1).reshape(
-            self.batch_size
-        )
-        return tensordict
-
-    def _run(self, call, step: bool = False) -> TensorDictBase:
-        n = self.num_tables * self._cols
-        buf = {
-            "obs": torch.empty(n, PLANES, WIDTH),
-            "mask": torch.empty(n, NUM_ACTIONS, dtype=torch.uint8),
-            "active": torch.empty(n, dtype=torch.uint8),
-            "reward": torch.empty(n),
-            "done": torch.empty(n, dtype=torch.uint8),
-            "rank": torch.empty(n, dtype=torch.int8),
-            "score": torch.empty(n, dtype=torch.int32),
-        }
-        if self.oracle or (self.nets is not None and self.nets.oracle):
-            buf["oracle"] = torch.empty(n, ORACLE_PLANES, WIDTH)
-        out = {k: v.numpy() for k, v in buf.items()}
-        call(out)
-        if step:
-            self.sim_steps += 1
-            self._stepped(buf)
-        if self.nets is not None:
-            reward, done = self._play_networks(buf, out)
-            self._last = buf
-            # The learner's columns (a copy; the networks' rows stay behind in self._last).
-            buf = {k: self._learner_rows(v) for k, v in buf.items()}
-            buf["reward"], buf["done"] = reward, done
-        done_b = buf["done"].view(torch.bool).unsqueeze(-1)
-        td = {
-            "observation": buf["obs"],
-            "action_mask": buf["mask"].view(torch.bool),
-            "active": buf["active"].view(torch.bool).unsqueeze(-1),
-            "rank": buf["rank"].to(torch.int64).unsqueeze(-1),
-            "score": buf["score"].to(torch.int64).unsqueeze(-1),
-            "seat": self._col_seat[self._learner_cols].reshape(-1, 1),
-            "reward": buf["reward"].unsqueeze(-1),
-            "done": done_b,
-            "terminated": done_b.clone(),
-        }
-        if self.oracle:
-            td["oracle"] = buf["oracle"]
-        return TensorDict(td, batch_size=self.batch_size, device=self.device)
-
-    def _play_networks(self, buf: dict[str, torch.Tensor], out: dict[str, Any]):
-        """Steps the tables that wait only on network seats (the others held) until every
-        table waits on a learner seat or its game is over. Returns the learner columns'
-        reward and done summed over those steps."""
-        T, C = self.num_tables, self._cols
-        learner = self._learner_mask()
-        reward, done = self._learner_rows(buf["reward"]), self._learner_rows(buf["done"])
-        while True:
-            active = buf["active"].view(torch.bool).view(T, C)
-            go = (active & ~learner).any(1) & ~(active & learner).any(1)
-            if not go.any():
-                return reward, done
-            actions = torch.full((T * C,), _mj.PASS_ACTION, dtype=torch.int64)
-            self.nets.act(active & go.unsqueeze(1), buf["obs"], buf["mask"], buf.get("oracle"), actions)
-            tables = go.to(torch.uint8).numpy()
-            try:
-                self.sim.step(actions.numpy(), **out, tables=tables)
-            except ValueError as err:
-                raise ValueError(f"an opponent network chose an illegal action: {err}") from err
-            self.sim_steps += 1
-            self._stepped(buf)
-            reward += self._learner_rows(buf["reward"])
-            done |= self._learner_rows(buf["done"])
-
-    @property
-    def decisions(self) -> dict[str, int]:
-        """Decisions each opponent network has made (empty without networks)."""
-        return dict(self.nets.decisions) if self.nets else {}
-
-    @property
-    def forwards(self) -> dict[str, int]:
-        """Calls of each opponent network: at most one per simulator step (`sim_steps`)."""
-        return dict(self.nets.forwards) if self.nets else {}
-
+from .batch_env import MahjongEnv
+from .league_env import LeagueEnv
+from .specs import slots_per_table
 
 ENV_OPTIONS = (
     "learner_seats",
@@ -355,8 +35,8 @@ class MahjongBackend:
     name = "mahjong"
 
     def batch_unit(self, env_cfg: Mapping[str, Any]) -> int:
-        """Batches are whole tables: one slot per learner seat (one per table in a league)."""
-        return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
+        """Batches are whole tables (`meeple_mahjong.specs.slots_per_table`)."""
+        return slots_per_table(env_cfg)
 
     def make_env(
         self, env_cfg: Mapping[str, Any], *, num_envs: int, device: str = "cpu"
@@ -365,8 +45,6 @@ class MahjongBackend:
         options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
         if not options.pop("league", False):
             return MahjongEnv(num_envs, device=device, **options)
-        from .league_env import LeagueEnv  # league_env imports this module
-
         # The league seats its networks per game (LeagueEnv.set_league): `opponents` is unused.
         options.pop("opponents", None)
         if options.pop("opponent_checkpoints", None):

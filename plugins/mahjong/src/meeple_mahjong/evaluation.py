@@ -68,8 +68,9 @@ import torch
 from meeple.callbacks.evaluation import evaluation_due
 from meeple.nets.actor_critic import without_logits_transforms
 
-from .duplicate import BOT_NAMES, DuplicateStats, even_test, run_duplicate
+from .duplicate import DuplicateStats, even_test, run_duplicate
 from .policy import POLICY, PolicyTable, greedy_policy, load_policy_actor
+from .tables import BOTS
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +150,9 @@ class DuplicateEvaluation(L.Callback):
             opponent = CHECKPOINT
         elif opponent is None:
             opponent = "rule"
-        elif opponent not in (*BOT_NAMES, START):
+        elif opponent not in (*BOTS, START):
             raise ValueError(f"unknown duplicate evaluation opponent '{opponent}'; accepted: "
-                             f"{', '.join(BOT_NAMES)} (bots), {START} (the policy as training started), "
+                             f"{', '.join(BOTS)} (bots), {START} (the policy as training started), "
                              "or opponent_checkpoint=<checkpoint file or run directory>")
         if not start_rules and opponent != START:
             raise ValueError("duplicate evaluation start_rules=false applies to opponent=start only")
@@ -281,4 +282,4 @@ class DuplicateEvaluation(L.Callback):
             self.opponent_actor = None  # rebuilt from these weights at on_train_start
 
 
-__all__ = ["BOT_NAMES", "RANK_POINTS", "DuplicateEvaluation", "duplicate_metrics", "even_metrics"]
+__all__ = ["BOTS", "RANK_POINTS", "DuplicateEvaluation", "duplicate_metrics", "even_metrics"]

@@ -28,8 +28,9 @@ import torch
 from meeple.errors import ConfigError
 from meeple.phases.league.protocol import LEARNER  # the learner's entry in a result's "players"
 
-from .env import MahjongEnv, check_options, require_held_steps
-from .opponents import NetworkSeats, PolicyFn, is_oracle
+from .batch_env import MahjongEnv, check_options, require_held_steps
+from .opponents import NetworkSeats
+from .specs import PolicyFn, is_oracle
 
 SeatFn = Callable[[int, int], Sequence[str]]
 

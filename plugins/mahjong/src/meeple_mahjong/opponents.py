@@ -3,43 +3,25 @@
 `NetworkSeats` owns the frozen policies that play some non-learner seats of `MahjongEnv`:
 given the simulator's rows and the slots whose decisions are due, it calls each policy once
 on all of its due rows (one batched forward per network per simulator step) and counts
-decisions and forwards as `PolicyTable` does. A policy is the PolicyTable protocol
-``fn(obs [N, 84, 34] float32, mask [N, 155] bool) -> actions [N] int64``; one with
-``fn.oracle = True`` is called ``fn(obs, mask, oracle [N, 205, 34])``.
+decisions and forwards as `PolicyTable` does. A policy is a policy function
+(`meeple_mahjong.specs`: ``fn(obs, mask) -> actions``, or an oracle one).
 
 `load_checkpoint_opponents` turns ``env.opponent_checkpoints`` into such policies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from meeple.errors import ConfigError
 
-PolicyFn = Callable[..., torch.Tensor]
+from .policy import greedy_policy, load_policy_actor, sampled_policy
+from .specs import PolicyFn, call_policy, is_oracle
+
 CHECKPOINT_KEYS = ("path", "greedy", "seed", "device")
-
-
-def is_oracle(fn: PolicyFn) -> bool:
-    """Whether ``fn`` is an oracle policy (called with the deciding seats' oracle planes too)."""
-    return bool(getattr(fn, "oracle", False))
-
-
-def call_policy(fn: PolicyFn, obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor | None, *,
-                what: str) -> torch.Tensor:
-    """``fn``'s actions for these rows (with the oracle planes if it reads them), checked to be
-    one index per row; ``what`` names the policy in the error (e.g. "policy 'a'")."""
-    actions = fn(obs, mask, oracle) if is_oracle(fn) else fn(obs, mask)
-    if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
-        got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
-        raise ValueError(
-            f"{what} must return an int64 tensor of shape ({len(obs)},) (one action index per observation), "
-            f"got {got}"
-        )
-    return actions.to(device="cpu", dtype=torch.int64)
 
 
 def network_names(policies: Mapping[str, PolicyFn] | None, checkpoints: Mapping[str, Any] | None,
@@ -141,8 +123,6 @@ def load_checkpoint_opponents(checkpoints: Mapping[str, Any]) -> dict[str, Polic
                 f"{', '.join(CHECKPOINT_KEYS)} (path required)"
             )
         specs[name] = spec
-    from .policy import greedy_policy, load_policy_actor, sampled_policy  # policy imports env
-
     policies = {}
     for name, spec in specs.items():
         device = str(spec.get("device", "cpu"))

@@ -33,9 +33,19 @@ from meeple.checkpoint.io import CheckpointError
 from meeple.nets.policy_fn import greedy_policy, random_policy, sampled_policy  # noqa: F401 (re-exported)
 from meeple_native import mahjong as _mj
 
-from .duplicate import BOT_NAMES, BotTable, GameJob, SeatResult, seat_results
-from .env import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, backend
-from .opponents import PolicyFn, call_policy, is_oracle
+from .specs import (
+    NUM_ACTIONS,
+    ORACLE_PLANES,
+    PLANES,
+    WIDTH,
+    PolicyFn,
+    action_spec,
+    call_policy,
+    is_oracle,
+    observation_spec,
+    slots_per_table,
+)
+from .tables import BOTS, BotTable, GameJob, SeatResult, seat_results
 
 POLICY = "policy"  # the player name PolicyTable plays with policy_fn
 # fn(obs, mask) -> actions, or fn(obs, mask, oracle) -> actions when fn.oracle is true
@@ -83,11 +93,11 @@ class PolicyTable:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.policies = dict(policies) if isinstance(policies, Mapping) else {POLICY: policies}
-        clash = sorted(set(self.policies) & set(BOT_NAMES))
+        clash = sorted(set(self.policies) & set(BOTS))
         if not self.policies or clash:
             raise ValueError(
                 f"policy names {clash or '(none)'} are not allowed; accepted: at least one name that "
-                f"is not a bot's ({', '.join(BOT_NAMES)})"
+                f"is not a bot's ({', '.join(BOTS)})"
             )
         self.names = list(self.policies)
         # Oracle planes cost an encoding per decision: the simulators write them only if read.
@@ -105,9 +115,9 @@ class PolicyTable:
         bot_only = []
         for i, job in enumerate(jobs):
             for p in job.players:
-                if p not in self.policies and p not in BOT_NAMES:
+                if p not in self.policies and p not in BOTS:
                     raise ValueError(
-                        f"unknown player '{p}'; accepted: {', '.join(self.names)}, {', '.join(BOT_NAMES)}"
+                        f"unknown player '{p}'; accepted: {', '.join(self.names)}, {', '.join(BOTS)}"
                     )
             seats = tuple(s for s, p in enumerate(job.players) if p in self.policies)
             # The simulator ignores the bot named at a learner seat: any valid name will do.
@@ -168,19 +178,16 @@ class PolicyTable:
 
 
 def _mahjong_specs(config: dict[str, Any]) -> tuple[Any, Any]:
-    env_cfg = dict(config.get("env") or {})
-    # The specs do not depend on the opponents; frozen networks it trained against are not loaded.
-    env_cfg.pop("opponents", None), env_cfg.pop("opponent_checkpoints", None)
+    env_cfg = config.get("env") or {}
     if env_cfg.get("backend") != "mahjong":
         raise CheckpointError(
             f"the checkpoint was trained on env backend {env_cfg.get('backend')!r}; "
             "only env=mahjong policies play mahjong"
         )
-    env = backend.make_env(env_cfg, num_envs=backend.batch_unit(env_cfg))
-    try:
-        return env.observation_spec, env.action_spec
-    finally:
-        env.close()
+    # The env's own specs (meeple_mahjong.specs), without building an env: a league's batch unit
+    # is one table, an oracle env adds the oracle planes the teacher's stem reads.
+    n = slots_per_table(env_cfg)
+    return observation_spec(n, oracle=bool(env_cfg.get("oracle", False))), action_spec(n)
 
 
 def load_policy_actor(
@@ -189,8 +196,8 @@ def load_policy_actor(
     """The actor of an ``env=mahjong`` PPO checkpoint (file or run directory) and what
     `meeple.checkpoint.actor.load_actor` says of it (file, global_step, timestamp, config).
 
-    The env is rebuilt from the saved env config, so an ``env.oracle=true`` checkpoint gets
-    the ``oracle`` observation its ``model.oracle_planes`` stem reads."""
+    The specs come from the saved env config, so an ``env.oracle=true`` checkpoint gets the
+    ``oracle`` observation its ``model.oracle_planes`` stem reads."""
     return load_actor(path, _mahjong_specs, map_location=device)
 
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .env import NUM_ACTIONS, WIDTH
-from .opponents import PolicyFn, call_policy
+from .specs import NUM_ACTIONS, WIDTH, PolicyFn, call_policy
 
 OPPONENT_PLANES = 9  # oracle planes per opponent: 9 * (i - 1) + j
 WAITS, FURITEN = 6, 7  # j: its winning kinds (3n+1 tiles, tenpai); it is furiten (scalar plane)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import samples
 from .parallel import ordered_map
 
 SCHEMA_VERSION = 1
@@ -224,8 +225,6 @@ def scan(
 
 def _read_log(task: tuple[str, dict | None]) -> tuple[list[dict], list[tuple]]:
     """One log's games (metadata and per-seat counts, no arrays) and problems; runs in a worker."""
-    from . import samples
-
     path, rules = task
     games, probs, noted = [], [], set()
     for item in samples.log_games(path, rules=rules):

@@ -22,7 +22,7 @@ import numpy as np
 
 from meeple.jsonio import write_json_atomic
 
-from . import codec
+from . import codec, samples
 from .manifest import games as _manifest_games
 from .manifest import open_manifest, progress_bar
 from .parallel import ordered_map
@@ -154,8 +154,6 @@ def build(
 
 def _write_shards(task) -> tuple[str, list[dict]]:
     """Shards k0..k1-1 of a split: replay the games covering them, pack, write; in a worker."""
-    from . import samples
-
     split, k0, k1, size, lo, hi, first, games, out_dir, rules = task
     parts, pos = [], first  # pos: split offset of the next game's first kept sample
     by_file: dict[str, dict[int, object]] = {}

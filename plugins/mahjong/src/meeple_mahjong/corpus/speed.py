@@ -23,13 +23,12 @@ import torch
 
 from . import manifest, shards
 from .loader import ACTION_CATEGORY, DEFAULT_RANK_POINTS, ShardDataset
+from .samples import GameSamples, log_games
 
 RAW_GOAL, SHARDS_GOAL = 20_000, 200_000  # samples/s/core (issue 16)
 
 
 def _raw_batches(logs: list[Path], batch_size: int) -> int:
-    from .samples import GameSamples, log_games
-
     points = np.asarray(DEFAULT_RANK_POINTS, np.float32)
     n = 0
     for f in logs:

@@ -1,0 +1,70 @@
+"""What an ``env=mahjong`` policy reads and answers, without an env: the observation's shapes
+(docs/mahjong_encoding.md), the TorchRL specs `MahjongEnv` declares, and the policy-function
+contract every seat-playing module shares.
+
+A *policy function* is ``fn(obs [N, 84, 34] float32, mask [N, 155] bool) -> actions [N] int64``;
+one with ``fn.oracle = True`` (phase 2's teacher) is called ``fn(obs, mask, oracle [N, 205, 34])``
+with the deciding seats' oracle planes too.
+
+The lowest layer of the plugin besides the native engine: the env builds its specs here, and a
+checkpoint's actor is rebuilt from them (`meeple_mahjong.policy`) without building an env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torchrl.data import Binary, Categorical, Composite, Unbounded
+
+from meeple_native import mahjong as _mj
+
+PLANES, WIDTH, ORACLE_PLANES = _mj.PUBLIC_PLANES, _mj.PLANE_WIDTH, _mj.ORACLE_PLANES
+NUM_ACTIONS = _mj.NUM_ACTIONS
+
+PolicyFn = Callable[..., torch.Tensor]
+
+
+def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
+    """An env's batch comes in whole tables: one slot per learner seat (one per table in a league)."""
+    return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
+
+
+def observation_spec(n: int, *, oracle: bool, device: str | torch.device = "cpu") -> Composite:
+    """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them)."""
+    obs = {
+        "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
+        "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
+        "active": Binary(n=1, shape=(n, 1), dtype=torch.bool),
+        "rank": Unbounded((n, 1), dtype=torch.int64),
+        "score": Unbounded((n, 1), dtype=torch.int64),
+        "seat": Unbounded((n, 1), dtype=torch.int64),
+    }
+    if oracle:
+        obs["oracle"] = Unbounded((n, ORACLE_PLANES, WIDTH), dtype=torch.float32)
+    return Composite(obs, shape=(n,), device=device)
+
+
+def action_spec(n: int, *, device: str | torch.device = "cpu") -> Categorical:
+    """One action index per slot."""
+    return Categorical(NUM_ACTIONS, shape=(n,), dtype=torch.int64, device=device)
+
+
+def is_oracle(fn: PolicyFn) -> bool:
+    """Whether ``fn`` is an oracle policy (called with the deciding seats' oracle planes too)."""
+    return bool(getattr(fn, "oracle", False))
+
+
+def call_policy(fn: PolicyFn, obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor | None, *,
+                what: str) -> torch.Tensor:
+    """``fn``'s actions for these rows (with the oracle planes if it reads them), checked to be
+    one index per row; ``what`` names the policy in the error (e.g. "policy 'a'")."""
+    actions = fn(obs, mask, oracle) if is_oracle(fn) else fn(obs, mask)
+    if not isinstance(actions, torch.Tensor) or actions.shape != (len(obs),):
+        got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
+        raise ValueError(
+            f"{what} must return an int64 tensor of shape ({len(obs)},) (one action index per observation), "
+            f"got {got}"
+        )
+    return actions.to(device="cpu", dtype=torch.int64)
