@@ -24,7 +24,7 @@ from torchrl.envs import EnvBase
 
 from meeple.errors import ConfigError
 
-from .env import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH
+from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH
 from .safety import WAITS
 
 HAND_PLANE = 0  # public plane 0: the legal kinds (a hand, as far as this drill goes)
