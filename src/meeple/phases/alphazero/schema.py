@@ -36,7 +36,7 @@ class AlphaZeroPhase:
     name: str
     module: Any
     optimizer: Any
-    game: str
+    game: str | None  # null in conf/phase/alphazero.yaml: a game's recipe names it
     iterations: int
     games_per_iteration: int
     train_steps: int
@@ -57,7 +57,7 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
     # Entry-point metadata names the games; only a known game's (torch-free) module is loaded.
     games = installed_games()
     require(phase.game in games, "phase.game", phase.game,
-            ", ".join(games) or "none installed (pip install -e plugins/connect4)")
+            ", ".join(games) or "none installed (pip install -e plugins/<game>)")
     for name in ("iterations", "games_per_iteration", "train_steps", "batch_size", "replay_size"):
         require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
     require(0 <= phase.min_replay <= phase.replay_size, "phase.min_replay", phase.min_replay,
