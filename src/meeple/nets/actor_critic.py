@@ -121,7 +121,7 @@ def shared_heads(
     """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator).
 
     ``logits_transform(logits, *transform_keys' values)`` runs after the policy layer, before the
-    distribution: a game's fixed rule over the logits (mahjong's oracle safety mask), seen by
+    distribution: a game's fixed rule over the logits (e.g. a mask that privileged planes decide), seen by
     every consumer of the actor (rollouts, losses, policy fns, a distillation teacher)."""
     linear = orthogonal_linear(width, num_actions(action_spec), 0.01)
     if logits_transform is not None:

@@ -74,7 +74,7 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              "an integer >= 1")
     game = load_game(phase.game)
     # Mirrored samples are only valid for a game that says it is left-right symmetric with
-    # actions that mirror with the board (Connect Four's columns); never flip silently.
+    # actions that mirror with the board (columns); never flip silently.
     require(not phase.augment_mirror or getattr(game, "mirror_symmetric", False), "phase.augment_mirror",
             phase.augment_mirror, f"false (game {phase.game!r} declares no left-right symmetry)")
     accepted = game.selfplay_options
