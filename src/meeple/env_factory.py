@@ -53,8 +53,8 @@ def make_env(
 def batch_unit(env_cfg: Mapping[str, Any]) -> int:
     """The backend's smallest batch: every ``num_envs`` it builds is a multiple of it.
 
-    1 for most backends; a backend whose batch is made of groups (mahjong: one slot per
-    learner seat at each table) says so with an optional ``batch_unit(env_cfg)``.
+    1 for most backends; a backend whose batch is made of groups (a table game: one slot
+    per learner seat at each table) says so with an optional ``batch_unit(env_cfg)``.
     """
     unit = getattr(load_backend(env_cfg["backend"]), "batch_unit", None)
     return int(unit(env_cfg)) if unit is not None else 1

@@ -5,14 +5,14 @@ import torch
 from hydra.utils import instantiate
 
 from meeple.cli.train import build_run
-from meeple.config.compose import conf_dir
+from meeple.config.compose import conf_dir, group_options
 from meeple.errors import ConfigError
 from meeple.phases.registry import phase_kind
 from meeple.pipeline.lightning_stage import build_stage
 from meeple.pipeline.plan import plan_run
 from meeple.seeding import PhaseSeeds
 
-EXPERIMENTS = [None] + sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+EXPERIMENTS = [None, *group_options("experiment")]  # the core's recipes and every plugin's
 HARDWARE = sorted(p.stem for p in (conf_dir() / "hardware").glob("*.yaml"))
 DISTRIBUTED = {"ddp_cpu"}  # profiles with several learner processes
 

@@ -10,7 +10,7 @@ from meeple.sweep.factories import make_pruner, make_sampler
 from meeple.sweep.space import parse_search_space
 
 SPACE = parse_search_space({"phase.lr": "interval(0.1, 0.3)"}, [])
-# What conf/hparams_search/ppo_cartpole.yaml holds: options for several pruners at once.
+# What the gym plugin's conf/hparams_search/ppo_cartpole.yaml holds: options for several pruners at once.
 PRUNER_OPTIONS = {
     "median": {"n_startup_trials": 3, "n_warmup_steps": 20_000},
     "percentile": {"percentile": 25.0, "n_startup_trials": 3},

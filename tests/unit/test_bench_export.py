@@ -13,10 +13,9 @@ def test_export_bench_rows(tmp_path, capsys):
     assert bench_main(["export", "--calls", "64", "--repeats", "1", "--warmup", "1", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     rows = {(r["policy"], r["batch"]): r for r in result["rows"]}
-    assert sorted(rows) == [("cartpole mlp", 1), ("cartpole mlp", 64),
-                            ("mahjong planes_resnet", 1), ("mahjong planes_resnet", 64)]  # fmt: skip
-    assert rows["mahjong planes_resnet", 1]["observation"] == [84, 34]
-    assert rows["mahjong planes_resnet", 1]["actions"] == 155 and rows["cartpole mlp", 1]["actions"] == 2
+    assert sorted(rows) == [("mlp 4", 1), ("mlp 4", 64), ("planes_resnet 84x34", 1), ("planes_resnet 84x34", 64)]
+    assert rows["planes_resnet 84x34", 1]["observation"] == [84, 34]
+    assert rows["planes_resnet 84x34", 1]["actions"] == 155 and rows["mlp 4", 1]["actions"] == 2
     for r in rows.values():
         assert r["parity_max_abs_logits"] <= 1e-4 and r["torch_us_per_decision"] > 0 < r["onnx_us_per_decision"]
         assert r["torch_us_per_call"] / r["batch"] == r["torch_us_per_decision"]

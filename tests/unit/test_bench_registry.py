@@ -60,4 +60,4 @@ def test_core_name_is_not_shadowed_by_a_plugin(plugin_benchmarks, capsys):
 
 def test_unknown_benchmark_lists_plugin_ones(plugin_benchmarks, capsys):
     assert bench_main(["nope"]) == 2
-    assert "available: broken, chess, collect, export, fake," in capsys.readouterr().err
+    assert "available: broken, collect, export, fake, independent," in capsys.readouterr().err

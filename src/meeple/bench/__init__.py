@@ -19,11 +19,7 @@ Main = Callable[[list[str]], "int | None"]
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "ppo": (
         "meeple.bench.ppo",
-        "PPO on CartPole to the solve threshold: meeple vs plain TorchRL vs plain PyTorch",
-    ),
-    "mcts": (
-        "meeple.bench.mcts",
-        "Connect Four MCTS: native tree and rollout search vs OpenSpiel's MCTSBot, self-play queue fill",
+        "PPO on the default env to its solve threshold: meeple vs plain TorchRL vs plain PyTorch",
     ),
     "transport": (
         "meeple.bench.transport",
@@ -37,10 +33,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "independent": (
         "meeple.bench.independent",
         "Independent DQN agents: env steps/s and updates/s, multi-process topology vs one sequential loop",
-    ),
-    "chess": (
-        "meeple.bench.chess",
-        "chess perft nodes/s: native C++ vs python-chess and OpenSpiel (same positions and depths); self-play",
     ),
     "collect": (
         "meeple.bench.collect",

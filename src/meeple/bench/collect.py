@@ -1,15 +1,17 @@
 """Collection throughput: the single-process default against Ray actors (``collector=ray``).
 
-    python -m meeple.bench collect [--actors 1 2 4] [--only ppo|alphazero] [--out collect.json]
+    python -m meeple.bench collect [--actors 1 2 4] [--only ppo|alphazero] [--az-experiment RECIPE]
+                                   [--out collect.json]
 
-PPO (frames/s): CartPole PPO's collection as ``python train.py`` runs it (conf defaults: 8 envs a
+PPO (frames/s): PPO's collection as ``python train.py`` runs it (the default env: 8 envs a
 worker, 128 steps a rollout, the untrained MLP policy), without the learner: each row times
 ``--rollouts`` rollouts after one warm-up rollout, pushing the policy's weights at every rollout
 boundary as training does. Rows: ``sync`` (one worker in this process: the default), ``ray`` with
 1, 2, 4 actors (each actor steps its own 8 envs, so a rollout holds actors x 1,024 frames) and
 ``multisync`` with as many worker processes.
 
-AlphaZero (positions/s): self-play as ``python train.py +experiment=connect4_alphazero`` plays it
+AlphaZero (positions/s): self-play as ``python train.py +experiment=RECIPE`` plays it, RECIPE an
+AlphaZero recipe of a game plugin (``--az-experiment``; without it the table is left out)
 (its engine options, its untrained network), without training: each row times ``--iterations``
 rounds of ``--games`` games (one iteration's worth) after a warm-up round of 8, sending the
 network's weights with every round. Rows: ``local`` (the engine in this process with the
@@ -59,8 +61,9 @@ def measure_ppo(collector_type: str, workers: int, rollouts: int) -> dict[str, A
                 frames_per_s=frames / seconds, setup_s=setup_s)
 
 
-def measure_selfplay(actors: int, games: int, iterations: int, cpus_per_actor: float = 1) -> dict[str, Any]:
-    """``actors`` 0: the engine in this process."""
+def measure_selfplay(experiment: str, actors: int, games: int, iterations: int,
+                     cpus_per_actor: float = 1) -> dict[str, Any]:
+    """Self-play of ``+experiment=<experiment>``; ``actors`` 0: the engine in this process."""
     import torch
 
     from meeple.cli.train import build_run
@@ -68,7 +71,7 @@ def measure_selfplay(actors: int, games: int, iterations: int, cpus_per_actor: f
 
     ray_overrides = (["collector=ray", f"collector.actors={actors}", f"collector.cpus_per_actor={cpus_per_actor}"]
                      if actors else [])
-    cfg = compose_config(["+experiment=connect4_alphazero", "tracking=none", "checkpoint=none", *ray_overrides])
+    cfg = compose_config([f"+experiment={experiment}", "tracking=none", "checkpoint=none", *ray_overrides])
     torch.set_num_threads(int(cfg.hardware.torch_threads))
     dm = build_run(cfg).datamodule
     start = time.perf_counter()
@@ -105,12 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("ppo", "alphazero"), default=None, help="one of the two tables")
     parser.add_argument("--rollouts", type=int, default=20, help="PPO: timed rollouts per row")
     parser.add_argument("--no-multisync", action="store_true", help="PPO: leave out the worker-process rows")
+    parser.add_argument("--az-experiment", default=None, metavar="RECIPE",
+                        help="AlphaZero: the recipe whose self-play is measured (a game plugin's, "
+                             "e.g. <game>_alphazero); without it the AlphaZero table is left out")
     parser.add_argument("--games", type=int, default=128, help="AlphaZero: games per timed round")
     parser.add_argument("--iterations", type=int, default=2, help="AlphaZero: timed rounds per row")
     parser.add_argument("--cpus-per-actor", type=float, default=1,
                         help="AlphaZero: collector.cpus_per_actor (each actor's torch threads)")
     parser.add_argument("--out", default=None, help="write the rows as JSON")
     args = parser.parse_args(argv)
+    if args.only == "alphazero" and args.az_experiment is None:
+        parser.error("--only alphazero needs --az-experiment RECIPE (a game plugin's AlphaZero recipe, e.g. <game>_alphazero)")
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -121,15 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         plan = [("sync", 1)] + [("ray", n) for n in args.actors]
         if not args.no_multisync:
             plan += [("multisync", n) for n in args.actors if n > 1]
-        print(f"PPO collection, CartPole ({args.rollouts} rollouts a row)")
+        print(f"PPO collection, the default env ({args.rollouts} rollouts a row)")
         rows = [measure_ppo(collector_type, workers, args.rollouts) for collector_type, workers in plan]
         _print_table(rows, "frames_per_s")
         report.update(ppo=rows, rollouts=args.rollouts)
-    if args.only in (None, "alphazero"):
-        print(f"AlphaZero self-play, Connect Four ({args.iterations} rounds of {args.games} games a row)")
-        rows = [measure_selfplay(n, args.games, args.iterations, args.cpus_per_actor) for n in [0, *args.actors]]
+    if args.only in (None, "alphazero") and args.az_experiment:
+        print(f"AlphaZero self-play, +experiment={args.az_experiment} "
+              f"({args.iterations} rounds of {args.games} games a row)")
+        rows = [measure_selfplay(args.az_experiment, n, args.games, args.iterations, args.cpus_per_actor) for n in [0, *args.actors]]
         _print_table(rows, "positions_per_s")
-        report.update(alphazero=rows, games=args.games, iterations=args.iterations)
+        report.update(alphazero=rows, az_experiment=args.az_experiment, games=args.games, iterations=args.iterations)
     if args.out:
         write_json_atomic(args.out, report)
     return 0

@@ -11,9 +11,9 @@ per-decision latency = call time / batch. Reported: the median over ``--repeats`
 of ``--calls`` calls (after a warm-up), and ratio = torch / onnxruntime (> 1: onnxruntime is
 faster).
 
-Without ``--checkpoint``: freshly initialised networks of the default configs, a mahjong-sized
-``planes_resnet`` (84 x 34 planes, 155 masked actions; conf/model/planes_resnet.yaml) and a
-CartPole ``mlp`` (4 inputs, 2 actions; conf/model/mlp.yaml), with random inputs; latency does
+Without ``--checkpoint``: freshly initialised networks of the default configs, a tile-game-sized
+``planes_resnet`` (84 x 34 planes, 155 masked actions; conf/model/planes_resnet.yaml) and the
+default env's ``mlp`` (4 inputs, 2 actions; conf/model/mlp.yaml), with random inputs; latency does
 not depend on the weights' values.
 """
 
@@ -64,8 +64,8 @@ def policies(checkpoints: list[str]) -> list[tuple[str, Any]]:
     if checkpoints:
         return [(Path(c).name, load_policy(c)) for c in checkpoints]
     return [
-        ("mahjong planes_resnet", _synthetic("mahjong", "planes_resnet.yaml", (84, 34), 155, True)),
-        ("cartpole mlp", _synthetic("cartpole", "mlp.yaml", (4,), 2, False)),
+        ("planes_resnet 84x34", _synthetic("planes", "planes_resnet.yaml", (84, 34), 155, True)),
+        ("mlp 4", _synthetic("vector", "mlp.yaml", (4,), 2, False)),
     ]
 
 

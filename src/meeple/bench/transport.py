@@ -1,7 +1,7 @@
 """Transport benchmark: round-trip latency and throughput of http, socket and shm env servers
 against stepping the same env in-process.
 
-    python -m meeple.bench transport --out transport.json [--steps 10000] [--env counter|connect4]
+    python -m meeple.bench transport --out transport.json [--steps 10000] [--env counter|<backend>]
         [--obs-size 612 --num-actions 92]   # the seed's layout: JSON of its size over HTTP
 
 Every configuration runs a fresh ``python -m meeple.serve`` child process and one client in
@@ -10,8 +10,9 @@ Reported per configuration: p50/p95/p99 round-trip latency (us), round trips/s a
 steps/s. Then K = 1, 2, 4, 8 server processes driven by one client (shm: one server with K
 worker processes; socket: K servers, the client sends to all, then reads all): env steps/s
 and the K=8 / K=1 ratio. The env is ``counter`` (``meeple.envs.counter``: almost free, so the
-numbers are the transport's) unless ``--env connect4``; ``--obs-size`` and ``--num-actions``
-size its records (default 4 floats and 4 actions; the seed's auto-battler had 612 and 92, and
+numbers are the transport's) unless ``--env <backend>`` names an installed env backend (its
+default env, its first legal action each step); ``--obs-size`` and ``--num-actions``
+size its records (default 4 floats and 4 actions; the seed project's game had 612 and 92, and
 its HTTP baseline carried them as JSON lists every step). The JSON records the wait policy and
 the load average before and after (busy cores change everything: read them together). The
 progress bar redraws only between configurations: a refresh thread would take the GIL from
@@ -57,9 +58,11 @@ def env_config(name: str, obs_size: int = 4, num_actions: int = 4) -> dict[str, 
                 "num_actions": num_actions,
             },
         }
-    if name == "connect4":
-        return {"backend": "connect4"}
-    raise SystemExit(f"--env {name!r}; accepted: counter, connect4")
+    from meeple.plugins.registry import installed
+
+    if name in installed():
+        return {"backend": name}
+    raise SystemExit(f"--env {name!r}; accepted: counter, {', '.join(sorted(installed()))}")
 
 
 class Actions:
@@ -70,7 +73,7 @@ class Actions:
             self.table = [
                 np.full(num_envs, (t + 1) % num_actions, dtype=np.int32) for t in range(EPISODE)
             ]
-        else:  # connect4: columns 0..6 in turn, legal until the game ends and restarts
+        else:  # a backend's env: its first legal action (from the record's mask)
             self.table = None
         self.env = env
 
@@ -323,7 +326,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("transport.json"))
     p.add_argument("--steps", type=int, default=10_000, help="timed round trips per configuration")
     p.add_argument("--warmup", type=int, default=500)
-    p.add_argument("--env", default="counter", help="counter (transport cost) or connect4")
+    p.add_argument("--env", default="counter", help="counter (transport cost) or an installed env backend")
     p.add_argument(
         "--obs-size", type=int, default=4, help="counter: floats per observation (seed: 612)"
     )

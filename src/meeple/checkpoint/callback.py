@@ -52,7 +52,7 @@ class RolloutCheckpoint(Checkpoint):
     ``monitor`` improves, save ``ckpt_phase{N}_step{global_step:08d}.pt``; point ``latest.pt`` at
     it (and ``best.pt`` when it improved); keep at most ``keep``.
 
-    ``min_interval_s`` bounds what a fast phase spends on saving: a CartPole rollout takes ~0.1 s
+    ``min_interval_s`` bounds what a fast phase spends on saving: a rollout of the default PPO run takes ~0.1 s
     and a save 3-8 ms (pickling ~90 state dicts), 3-6% of the run; a crash loses at most that
     long plus one rollout. Slow phases (a rollout longer than the interval) save every rollout. At the end of the phase copy
     the best checkpoint to ``gates/{gate}.pt`` (a full copy) and log it to MLflow.

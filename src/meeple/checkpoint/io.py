@@ -289,7 +289,7 @@ class AtomicCheckpointIO(CheckpointIO):
 
     With ``background=True`` a save serializes the checkpoint at once (the state as it is now)
     and writes it (steps 2-8, fsyncs included) on one writer thread, in order, while training
-    goes on: a CartPole checkpoint per rollout blocked the loop ~22 ms wall, 4 ms of it CPU
+    goes on: a checkpoint per rollout of the default PPO run blocked the loop ~22 ms wall, 4 ms of it CPU
     (1.3 s of a 60-rollout run's 7.7 s update time). A crash loses at most the writes still
     queued, never a complete file. :meth:`wait` (and ``teardown``) waits for them and raises the
     first write error; a failed write also surfaces at the next save.

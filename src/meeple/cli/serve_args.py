@@ -54,8 +54,8 @@ One client drives the envs at a time (the first to reset); its env.num_envs must
 num_envs. See docs/transport.md.
 
 example:
-  python -m meeple.serve env=connect4 transport=socket num_envs=64 transport.address=/tmp/c4.sock
-  python train.py env=connect4 transport=socket transport.address=/tmp/c4.sock env.num_envs=64
+  python -m meeple.serve env=<name> transport=socket num_envs=64 transport.address=/tmp/env.sock
+  python train.py env=<name> transport=socket transport.address=/tmp/env.sock env.num_envs=64
 """
 
 

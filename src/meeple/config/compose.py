@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
@@ -35,3 +36,10 @@ def compose_config(overrides: Sequence[str] = (), *, config_name: str = "train")
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group ``group`` that Hydra finds: the core's and every installed
+    plugin's (recipes live with their game, so ``conf/<group>/`` alone is not the list)."""
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return sorted(GlobalHydra.instance().config_loader().get_group_options(group))

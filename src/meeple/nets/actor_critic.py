@@ -142,7 +142,7 @@ def shared_heads(
     ``logits_addend(*addend_keys' values)`` is added to the policy layer's logits (more logits
     the network computes from other trunk outputs); ``logits_transform(logits, *transform_keys'
     values)`` runs after that, before the distribution: a game's fixed rule over the logits
-    (mahjong's oracle safety mask), seen by every consumer of the actor (rollouts, losses,
+    (e.g. a mask that privileged planes decide), seen by every consumer of the actor (rollouts, losses,
     policy fns, a distillation teacher). ``detach_critic``: the value head learns on the trunk's
     features but its loss does not move the trunk (only the policy's terms do)."""
     linear = orthogonal_linear(width, num_actions(action_spec), 0.01)

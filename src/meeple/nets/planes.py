@@ -1,9 +1,9 @@
 """Residual 1-D convolutions over feature planes: observations shaped ``(planes, width)``.
 
-Made for tile games, whose observation is a stack of planes over the tile kinds (mahjong:
-84 x 34, docs/mahjong_encoding.md): a convolution along the kinds sees neighbouring ranks
-(runs, suji), and the channels mix every plane at each kind. Honors sit next to the 9 of
-sou in the 34 columns; the network learns to ignore that adjacency.
+Made for tile games, whose observation is a stack of planes over the tile kinds (e.g. 84 x 34):
+a convolution along the kinds sees neighbouring ranks (runs), and the channels mix every plane at
+each kind. Where unrelated kinds sit next to each other in the columns, the network learns to
+ignore that adjacency.
 """
 
 from __future__ import annotations

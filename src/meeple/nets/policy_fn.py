@@ -1,6 +1,6 @@
 """A trained actor as a *policy fn*: ``fn(obs [N, ...], mask [N, A] bool) -> actions [N] int64``.
 
-Frozen networks that sit at a table (the mahjong duplicate, opponent seats, the league's pool)
+Frozen networks that sit at a table (duplicate evaluation, opponent seats, the league's pool)
 are called in batches of pending decisions, without TensorDicts or the global RNG. An actor
 that also reads privileged planes (an in_key besides ``observation`` and ``action_mask``, e.g.
 phase 2's oracle teacher) becomes a fn with ``fn.oracle = True``, called ``fn(obs, mask, planes)``.

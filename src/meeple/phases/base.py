@@ -3,7 +3,7 @@
 Subclasses implement the learning math (losses, advantages, optimisers), call
 :meth:`optimize` with their loss and hand per-minibatch values to :meth:`accumulate`.
 Optimisation is manual: Lightning's automatic loop (closure, hooks) cost ~3 ms
-per minibatch on CartPole, a third of the whole update. Minibatch values are summed as
+per minibatch on the default PPO run, a third of the whole update. Minibatch values are summed as
 tensors and published once per rollout (:meth:`publish`), together with what the data
 side measured for the rollout: Lightning's ``self.log`` costs ~0.2 ms per key and call
 (measured by ``python -m meeple.bench ppo``).

@@ -53,7 +53,7 @@ def load_game(name: str) -> AlphaZeroGame:
     """The game object for ``phase.game``; a clear error lists what is installed."""
     eps = installed(GAMES_GROUP)
     if name not in eps:
-        choices = ", ".join(sorted(eps)) or "none (pip install -e plugins/connect4)"
+        choices = ", ".join(sorted(eps)) or "none (pip install -e plugins/<game>)"
         raise PluginNotFoundError(
             f"phase.game={name!r} is not an installed game; installed: {choices}"
         )
@@ -68,9 +68,11 @@ def load_game(name: str) -> AlphaZeroGame:
 
 
 def conf_dirs() -> list[Path]:
-    """Each installed plugin's ``conf/`` folder, located without importing the plugin."""
+    """Each installed plugin's ``conf/`` folder, located without importing the plugin: a plugin is
+    any package that provides an env backend, a game or a benchmark (a game with no env backend,
+    such as an AlphaZero-only one, still ships its recipes)."""
     dirs = []
-    for ep in installed().values():
+    for ep in [ep for group in (GROUP, GAMES_GROUP, BENCHMARKS_GROUP) for ep in installed(group).values()]:
         top = ep.module.split(".")[0]
         spec = importlib.util.find_spec(top)
         if spec is None or not spec.submodule_search_locations:

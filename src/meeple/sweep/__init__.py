@@ -1,6 +1,6 @@
 """Hyperparameter sweeps on Optuna 5 behind a Hydra Sweeper plugin.
 
-``python train.py -m hparams_search=ppo_cartpole`` selects the sweeper
+``python train.py -m hparams_search=<name>`` selects the sweeper
 ``hydra_plugins.meeple_optuna_sweeper`` (a thin Hydra adapter); the logic lives here:
 
 - :mod:`meeple.sweep.space`     Hydra sweep overrides -> Optuna distributions

@@ -5,7 +5,7 @@ TRAIN_RETURN = "train/episode_return"
 FRAMES_PER_S = "perf/frames_per_s"
 LOSS_TOTAL = "loss/total"
 
-# AlphaZero (self-play engine, gate, Connect Four benchmarks).
+# AlphaZero (self-play engine, gate, a game's benchmark callback).
 SELFPLAY_SIMS_PER_S = "selfplay/simulations_per_s"
 SELFPLAY_POSITIONS_PER_S = "selfplay/positions_per_s"
 SELFPLAY_GAMES_PER_H = "selfplay/games_per_h"

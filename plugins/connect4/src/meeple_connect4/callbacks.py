@@ -1,6 +1,7 @@
 """Connect Four strength benchmarks of the AlphaZero phase's best network, every few iterations.
 
-Referenced from ``conf/phase/alphazero.yaml`` (``callbacks.benchmark._target_``); the phase
+Referenced from this plugin's ``conf/experiment/connect4_alphazero.yaml``
+(``phase.callbacks.benchmark._target_``); the phase
 puts its gate first, so the benchmark measures the network that plays self-play, i.e. the
 best one after this iteration's gate.
 """

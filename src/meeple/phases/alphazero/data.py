@@ -2,11 +2,11 @@
 
 One Lightning epoch is one iteration: iterating :class:`SelfPlayDataset` plays
 ``games_per_iteration`` games with the current best network through the game's
-self-play engine (native Connect Four: worker threads, batched evaluation queue), writes every position as a
+self-play engine (a native one: worker threads, batched evaluation queue), writes every position as a
 sample (planes, visit-count policy, game result from the mover's view, legal mask) into
 a TorchRL replay buffer, then yields ``train_steps`` minibatches sampled uniformly from
-the buffer. A game symmetric under a left-right mirror whose actions are columns (Connect
-Four) can store each sample twice (``augment_mirror``).
+the buffer. A game symmetric under a left-right mirror whose actions are columns (one that
+declares ``mirror_symmetric``) can store each sample twice (``augment_mirror``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ ENGINE_METRICS = {
 def replay_state(replay: ReplayBuffer) -> dict[str, Any]:
     """The buffer's filled rows in storage order plus its write cursor: plain tensors and ints
     (checkpoints load with ``weights_only=True``), and no unfilled capacity. Planes that are all
-    whole numbers in 0..255 (Connect Four's are 0/1) are stored as uint8: 4x smaller, lossless."""
+    whole numbers in 0..255 (occupancy planes are 0/1) are stored as uint8: 4x smaller, lossless."""
     n = len(replay)
     samples: dict[str, torch.Tensor] = {}
     planes_dtype = None
@@ -119,7 +119,7 @@ class SelfPlayDataModule(SeedStreams, L.LightningDataModule):
         engine_factory: Callable[..., SelfPlayEngine] | None = None,
         progress: bool = True,
     ) -> None:
-        """``engine``: keyword options of ``game.selfplay_engine`` (native Connect Four:
+        """``engine``: keyword options of ``game.selfplay_engine`` (a native engine's:
         workers, batch size, simulations, noise, temperature, ...); the evaluator and seed come
         from here. ``engine_factory(network, seed=..., **engine)``: an engine that plays elsewhere
         (``collector=ray``: :class:`meeple.phases.alphazero.ray_selfplay.RaySelfPlay`) instead of

@@ -36,7 +36,7 @@ class AlphaZeroPhase:
     name: str
     module: Any
     optimizer: Any
-    game: str
+    game: str | None  # null in conf/phase/alphazero.yaml: a game's recipe names it
     iterations: int
     games_per_iteration: int
     train_steps: int
@@ -57,7 +57,7 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
     # Entry-point metadata names the games; only a known game's (torch-free) module is loaded.
     games = installed_games()
     require(phase.game in games, "phase.game", phase.game,
-            ", ".join(games) or "none installed (pip install -e plugins/connect4)")
+            ", ".join(games) or "none installed (pip install -e plugins/<game>)")
     for name in ("iterations", "games_per_iteration", "train_steps", "batch_size", "replay_size"):
         require(getattr(phase, name) >= 1, f"phase.{name}", getattr(phase, name), "an integer >= 1")
     require(0 <= phase.min_replay <= phase.replay_size, "phase.min_replay", phase.min_replay,
@@ -74,7 +74,7 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              "an integer >= 1")
     game = load_game(phase.game)
     # Mirrored samples are only valid for a game that says it is left-right symmetric with
-    # actions that mirror with the board (Connect Four's columns); never flip silently.
+    # actions that mirror with the board (columns); never flip silently.
     require(not phase.augment_mirror or getattr(game, "mirror_symmetric", False), "phase.augment_mirror",
             phase.augment_mirror, f"false (game {phase.game!r} declares no left-right symmetry)")
     accepted = game.selfplay_options

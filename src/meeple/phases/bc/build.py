@@ -49,7 +49,7 @@ def build_bc_module(phase_cfg: DictConfig, phase: BCPhase, actor, critic, aux=No
 def build_networks(model_cfg: DictConfig, observation_spec, action_spec, *, with_aux: bool):
     """``(actor, critic, aux)`` from ``conf/model``; ``aux`` (None unless asked for) is the module
     writing the auxiliary outputs, from a factory that takes ``with_aux=True`` and then returns
-    three parts (meeple_mahjong.net.build_mahjong_actor_critic does)."""
+    three parts (a plugin's model factory with auxiliary heads does)."""
     factory = instantiate(model_cfg)
     if not with_aux:
         actor, critic = factory(observation_spec, action_spec)

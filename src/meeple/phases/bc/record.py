@@ -1,16 +1,16 @@
 """Record demonstrations from any policy through the env.
 
 A policy is either a scripted controller (any callable ``td -> action`` named by ``_target_``,
-e.g. :class:`meeple_gym.experts.CartPoleExpert`) or a TorchRL module that writes ``action``
+e.g. a plugin's scripted expert) or a TorchRL module that writes ``action``
 (a trained actor from :func:`meeple.checkpoint.actor.load_actor`). ``num_envs`` seeded envs from
 :func:`meeple.env_factory.make_env` (the training env config) play until ``episodes`` episodes
 have ended; the first ``episodes`` to end are kept, in the order they ended (ties: env index).
 
 Command line (``conf/record.yaml``)::
 
-    python -m meeple.phases.bc.record env=cartpole +policy._target_=meeple_gym.experts.CartPoleExpert \
-        episodes=50 out=outputs/demonstrations/cartpole
-    python -m meeple.phases.bc.record env=cartpole checkpoint=outputs/runs/<run id> episodes=50 out=...
+    python -m meeple.phases.bc.record env=<name> +policy._target_=<module.Expert> \
+        episodes=50 out=outputs/demonstrations/<name>
+    python -m meeple.phases.bc.record env=<name> checkpoint=outputs/runs/<run id> episodes=50 out=...
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def play_episodes(
 ) -> tuple[TensorDict, torch.Tensor]:
     """Records of the first ``episodes`` episodes to end in ``env`` (batch of envs), and their
     undiscounted returns. An episode longer than ``max_steps`` is cut there (the env's own
-    truncation, e.g. CartPole's 500 steps, ends episodes first)."""
+    truncation, e.g. a 500-step limit, ends episodes first)."""
     n = env.batch_size.numel()
     has_mask = "action_mask" in env.observation_spec.keys()
     steps: list[dict[str, torch.Tensor]] = []  # one entry per batched step, all envs

@@ -212,7 +212,7 @@ def _check_record(record: BCRecord) -> None:
     ):
         raise ConfigError(
             f"phase.data.record.policy={record.policy!r} is not allowed; accepted: a node with _target_ "
-            "naming a callable td -> action or a TorchRL module, e.g. meeple_gym.experts.CartPoleExpert"
+            "naming a callable td -> action or a TorchRL module (e.g. a plugin's scripted expert)"
         )
     for name in ("episodes", "num_envs", "max_steps"):
         value = getattr(record, name)

@@ -24,7 +24,7 @@ def build_distill(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhaseParts
         if key not in envs.observation_spec.keys():
             raise ConfigError(f"phase=distill: the teacher reads the observation {key!r}, which env "
                               f"{envs.env_cfg.get('backend')!r} does not give; it gives "
-                              f"{', '.join(map(str, envs.observation_spec.keys()))} (mahjong: env.oracle=true)")
+                              f"{', '.join(map(str, envs.observation_spec.keys()))} (an env option turns it on, e.g. env.oracle=true)")
 
         def make_teacher(checkpoint: dict[str, Any], file: Path) -> Any:
             """The teacher's actor from its gate, built for this env's specs (loaded strictly)."""

@@ -59,7 +59,7 @@ class DistillModule(PPOModule):
         if self.distill.privileged_key not in teacher.in_keys:
             raise ConfigError(f"transition.teacher: the teacher in {file} does not read {self.distill.privileged_key!r} "
                               f"(it reads {teacher.in_keys}); accepted: a gate of a stage trained with the privileged "
-                              "planes (mahjong: model.oracle_planes=205, env.oracle=true)")
+                              "planes (e.g. model.oracle_planes=N, env.oracle=true)")
         self.teacher = teacher.requires_grad_(False).eval()
 
     def on_fit_start(self) -> None:

@@ -92,7 +92,7 @@ class LeagueModule(PPOModule):
         """Called by the datamodule on the env it builds, before its first reset."""
         if not is_league_env(env):
             raise ConfigError(f"phase=league needs an env that seats networks (league_seats, {', '.join(PROTOCOL)}); "
-                              f"{type(env).__name__} does not (mahjong: env.league=true)")
+                              f"{type(env).__name__} does not (an env option turns it on, e.g. env.league=true)")
         if self.pool is None:
             raise RuntimeError("LeagueModule.prepare_env before on_fit_start: the pool is not open")
         self.env = env

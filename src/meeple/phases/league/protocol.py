@@ -7,7 +7,7 @@
                                      # {"players": [name per seat, "learner"], "ranks": [...], ...}
 
 A policy fn is ``fn(obs [N, ...], mask [N, A] bool) -> actions [N]`` (meeple.nets.policy_fn).
-The mahjong env with ``env.league=true`` follows it (meeple_mahjong.league_env).
+A game plugin's env follows it when asked (e.g. ``env.league=true``).
 """
 
 from __future__ import annotations

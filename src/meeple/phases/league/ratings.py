@@ -1,6 +1,6 @@
 """League ratings: one openskill Plackett-Luce (mu, sigma) per network, updated per finished table.
 
-Why Plackett-Luce: a mahjong table is a 4-player free-for-all with a full finishing order
+Why Plackett-Luce: a 4-player table game is a free-for-all with a full finishing order
 (ties possible), which Plackett-Luce rates directly; Elo would need six pairwise updates per game.
 
 Rules a reader must know:

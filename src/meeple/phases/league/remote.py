@@ -55,7 +55,7 @@ class ActorSeats:
         """The actor's env, before its first reset."""
         if not is_league_env(env):
             raise ConfigError(f"phase=league collector=ray: the actor's env {type(env).__name__} does not seat "
-                              "networks (mahjong: env.league=true)")
+                              "networks (an env option turns it on, e.g. env.league=true)")
         self.env = env
 
     def begin(self, plan: dict[str, Any], weights: dict[str, torch.Tensor]) -> None:

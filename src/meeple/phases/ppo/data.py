@@ -301,7 +301,7 @@ class RolloutDataset(IterableDataset):
     """Each iteration is one rollout as one :class:`RolloutBatch` (one Lightning batch): the
     module runs its ``ppo_epochs`` shuffled passes of minibatches inside one ``training_step``.
     Lightning's per-batch loop cost 0.4 ms per minibatch (6.3 ms of a 1,024-frame rollout's
-    update on CartPole, ``python -m meeple.bench ppo``), paid once per rollout this way."""
+    update on the default env, ``python -m meeple.bench ppo``), paid once per rollout this way."""
 
     def __init__(self, datamodule: RolloutDataModule) -> None:
         self.dm = datamodule

@@ -16,7 +16,7 @@ the command that installs it.
 Two self-play rows run ``meeple_native.chess.SelfPlay``: with the built-in uniform evaluator
 (no network: the engine's own speed), and with the default AlphaZero network
 (``conf/model/az_resnet.yaml``, 32 channels, 2 blocks, untrained) on CPU through
-``TorchEvaluator`` with the Connect Four phase's engine settings (2 workers x 16 games x 4
+``TorchEvaluator`` with the AlphaZero phase's default engine settings (2 workers x 16 games x 4
 leaves, batch 64, 32 simulations), stopped after ``--network-seconds``: positions/s, batch
 fill and evaluator idle share.
 """
@@ -144,7 +144,7 @@ def _selfplay(games: int, simulations: int) -> dict[str, Any]:
 
 def _selfplay_network(seconds: float, simulations: int) -> dict[str, Any]:
     """Self-play with the default AlphaZero network (conf/model/az_resnet.yaml: 32 channels,
-    2 blocks) on CPU and the Connect Four phase's engine settings, stopped after ``seconds``."""
+    2 blocks) on CPU and the AlphaZero phase's default engine settings, stopped after ``seconds``."""
     import threading
 
     from meeple.nets.az_resnet import build_az_resnet
@@ -171,6 +171,7 @@ def _selfplay_network(seconds: float, simulations: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """chess perft nodes/s: native C++ vs python-chess and OpenSpiel (same positions and depths); self-play"""
     p = argparse.ArgumentParser(prog="python -m meeple.bench chess", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("chess.json"), help="JSON results file")
     p.add_argument("--depth-offset", type=int, default=0,

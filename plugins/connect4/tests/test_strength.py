@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 
 from meeple.cli.train import train
+from meeple.config.compose import compose_config
 from meeple_connect4.strength import main
 
 TINY = ["+experiment=connect4_alphazero", "debug=tiny", "tracking=none", "callbacks.progress=null",
         "phase.callbacks.curves=null", "phase.eval.mcts_positions=200", "phase.eval.agent_simulations=4"]
 
 
-def test_strength_of_a_run_matches_its_benchmark_and_counts_games(compose, in_tmp, capsys):
-    logged = train(compose(TINY))
+def test_strength_of_a_run_matches_its_benchmark_and_counts_games(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # outputs/ and mlflow.db land there
+    logged = train(compose_config(TINY))
     (run,) = Path("outputs/runs").iterdir()
-    out = in_tmp / "strength.json"
+    out = tmp_path / "strength.json"
     # the benchmark callback's players keep 8 leaves in flight
     assert main([str(run), "--agent-simulations", "4", "--mcts-rollouts", "20", "--games", "2",
                  "--leaves-in-flight", "8", "--json", str(out)]) == 0  # fmt: skip
@@ -31,9 +33,9 @@ def test_strength_of_a_run_matches_its_benchmark_and_counts_games(compose, in_tm
     assert "generated_middle/optimal_policy" in capsys.readouterr().out
 
 
-def test_bad_arguments_are_one_line_errors(in_tmp, capsys):
-    assert main([str(in_tmp / "missing"), "--games", "0"]) == 2
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    assert main([str(tmp_path / "missing"), "--games", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("meeple: error: ") and "missing" in err and err.count("\n") == 1
-    assert main([str(in_tmp), "--mcts-rollouts", "0"]) == 2
+    assert main([str(tmp_path), "--mcts-rollouts", "0"]) == 2
     assert "--mcts-rollouts must be >= 1, got 0" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from meeple.cli.train import train
+from meeple.config.compose import compose_config
 from meeple.errors import ConfigError
 from meeple.transport.client import make_remote_env
 from meeple_autobattler import layout as L
@@ -54,9 +55,10 @@ def test_rows_must_be_whole_games():
         make_remote_env({"backend": "autobattler", "seats": 8}, {"type": "socket"}, num_envs=12)
 
 
-def test_tiny_selfplay_trains_and_its_policy_is_evaluated(compose, in_tmp, capsys):
+def test_tiny_selfplay_trains_and_its_policy_is_evaluated(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # outputs/ and mlflow.db land there
     segments = set(os.listdir("/dev/shm"))
-    logged = train(compose([*TINY, "transport=shm"]))
+    logged = train(compose_config([*TINY, "transport=shm"]))
     # an in-process run (a sweep trial) stops every server it started: the collector's outlived it
     # while TorchRL took the env for closed (EnvBase starts so) and skipped closing it
     servers = [p.cmdline() for p in psutil.Process().children(recursive=True) if "server.js" in " ".join(p.cmdline())]

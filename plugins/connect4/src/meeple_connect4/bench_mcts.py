@@ -130,6 +130,7 @@ def bench_selfplay(games: int, overrides: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Connect Four MCTS: native tree and rollout search vs OpenSpiel's MCTSBot, self-play queue fill"""
     parser = argparse.ArgumentParser(prog="python -m meeple.bench mcts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     parser.add_argument("--positions", type=int, default=20)
