@@ -84,8 +84,8 @@ class Transition:
     # the gate's values in the leading slice and zeros in the rest, so the wider network starts
     # computing exactly what the gate's did.
     widen_inputs: bool = False
-    # Tensors this stage's model has and the gate lacks (a new head that starts at zero, e.g. the
-    # mahjong model's tile_head) keep their initialisation instead of failing the carry.
+    # Tensors this stage's model has and the gate lacks (a new head that starts at zero, e.g. a
+    # model option that adds logits) keep their initialisation instead of failing the carry.
     keep_new_params: bool = False
 
 
