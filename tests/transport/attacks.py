@@ -181,24 +181,50 @@ def _burst(transport: str, address: str, count: int) -> tuple[float, str]:
     return took, f"{outcome} ({len(socks)} of {count} burst connections opened)"
 
 
+def _hang_ups(transport: str, address: str, count: int) -> None:
+    """``count`` clients send a RESET and hang up before the reply (half with a reset, RST)."""
+    for i in range(count):
+        if transport == "http":
+            host, port = address.rsplit(":", 1)
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(b'POST /reset HTTP/1.1\r\nContent-Length: 12\r\n\r\n{"seed": 1}')
+        else:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(address)
+            s.sendall(P.encode_frame(MsgType.HELLO, 1, P.encode_hello_request()))
+        if i % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+        s.close()
+
+
 def main() -> None:
-    for transport, workers in (("socket", 0), ("shm", 1), ("http", 0)):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--drips", type=int, default=200, help="dripping connections")
+    parser.add_argument("--transports", default="socket,shm,http")
+    args = parser.parse_args()
+    setups = {"socket": 0, "shm": 1, "http": 0}
+    for transport in args.transports.split(","):
+        workers = setups[transport]
         proc, address = _serve(transport, workers)
         try:
             before = rss_kib(proc.pid)
             driver = _Driver(transport, address)
             driver.start()
             start = time.monotonic()
-            cut = _drip(transport, address, 200, 8.0)
+            cut = _drip(transport, address, args.drips, 8.0)
             peak = rss_kib(proc.pid)
             trips = driver.finish()
             print(
-                f"{transport}: drip 200 x 64 MiB announced, 1 byte/0.5 s for 8 s: "
-                f"{cut}/200 cut, RSS {before / 1024:.0f} -> {peak / 1024:.0f} MiB, "
+                f"{transport}: drip {args.drips} x 64 MiB announced, 1 byte/0.5 s for 8 s: "
+                f"{cut}/{args.drips} cut, RSS {before / 1024:.0f} -> {peak / 1024:.0f} MiB, "
                 f"real client {trips} in {time.monotonic() - start:.1f} s"
             )
             took, outcome = _burst(transport, address, 500)
             print(f"{transport}: burst of 500: the real client {outcome} in {took:.2f} s")
+            _hang_ups(transport, address, 20)
+            time.sleep(1)
             print(f"{transport}: RSS after {rss_kib(proc.pid) / 1024:.0f} MiB")
         finally:
             proc.terminate()
