@@ -89,6 +89,9 @@ def test_unknown_env_lists_installed_envs(tmp_path):
         (["phase.lr=abc"], "phase.lr='abc' is not allowed; accepted: a float"),
         (["phase.nokey=3"], "Could not override 'phase.nokey'"),
         (["+experiment=cartpole_bc_ppo", "pipeline.stages.ppo.phase.lr=-1"], "stage 'ppo': phase.lr=-1.0 is not allowed"),
+        # a transport the phase builds no env through (issue 41: it was silently ignored)
+        (["+experiment=independent_dqn", "transport=shm"], "transport=shm is not used by phase=dqn"),
+        (["+experiment=pixels_ppo", "transport=shm"], "transport=shm is not used by phase=packed_ppo"),
     ],
 )
 def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, args, message):

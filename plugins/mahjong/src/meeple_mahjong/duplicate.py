@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from meeple.cli.parsing import OneLineParser
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple_native import mahjong as _mj
@@ -281,7 +282,7 @@ _ROLES = ("challenger", "opponent", "baseline")
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
     )
     players = (f"{', '.join(BOT_NAMES)} (bots), a checkpoint (.pt) or run directory, or "
