@@ -25,3 +25,21 @@ def test_too_few_steps_to_measure_is_one_line(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("meeple.bench: error: --steps 200 is too few to measure")
     assert "accepted: --steps >= 1800" in err
+
+
+def test_progress_in_a_log_is_plain_lines_of_at_most_80(capsys):
+    """Off a terminal, independent DQN's progress is plain lines (it was a 124-character rich
+    frame with bar glyphs per report)."""
+    from meeple.phases.dqn.run import RunMonitor
+    from meeple.phases.dqn.state import Report
+
+    agents = ["agent_0", "agent_1"]
+    monitor = RunMonitor(agents, total_steps=400, plain_every_s=0.0)
+    monitor(Report.EPISODE, "actor", {"env_steps": 25, "returns": {"agent_0": -21.25, "agent_1": -19.5}})
+    for agent in agents:
+        monitor(Report.LEARNER, agent, {"agent": agent, "updates": 123456, "version": 3, "loss": 0.5,
+                                        "updates_per_s": 50.0, "env_steps": 200})
+    monitor(Report.ACTOR, "actor", {"env_steps": 400, "epsilon": 0.1, "versions": [3, 3]})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(len(line) <= 80 and line.isascii() for line in lines), lines
+    assert lines[-1].startswith("env steps 400/400 ") and "agent_0: return -21.2" in lines[-1]
