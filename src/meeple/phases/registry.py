@@ -147,8 +147,18 @@ def _check_distributed(hardware: Any, kind: PhaseKind) -> None:
 def _check_transport(cfg: DictConfig, kind: PhaseKind) -> None:
     """``transport=`` other than inproc only for a phase whose envs it can serve (never
     silently unused, as ``collector=``)."""
-    ttype = (cfg.get("transport") or {}).get("type", "inproc")
-    if ttype == "inproc" or kind.remote_envs:
+    transport = cfg.get("transport") or {}
+    ttype = transport.get("type", "inproc")
+    if ttype == "inproc":
+        return
+    if kind.remote_envs:
+        workers = (cfg.get("env") or {}).get("num_workers", 1)
+        if transport.get("address") and isinstance(workers, int) and workers > 1:
+            raise ConfigError(
+                f"transport.address={transport.get('address')} with env.num_workers={workers}: a server you "
+                "started hosts one env batch and one client drives it at a time, so the second collector "
+                "worker would find it busy; accepted: env.num_workers=1, or transport.address=null (the run "
+                "starts a server per worker)")
         return
     accepted = ", ".join(k.name for k in _kinds().values() if k.remote_envs)
     raise ConfigError(f"transport={ttype} is not used by phase={kind.name} (it builds its envs itself); "
