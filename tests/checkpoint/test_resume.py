@@ -154,6 +154,13 @@ def test_resume_errors_are_clear_and_bad_configs_write_nothing(compose, in_tmp):
         train(compose(["debug=tiny", "tracking=none", "checkpoint=none", "resume=true"]))
 
 
+@pytest.mark.parametrize("bad", ["env.id=NoSuchEnv-v0", "transport=socket transport.address=/tmp/no-server.sock"])
+def test_a_config_that_fails_before_any_write_leaves_no_run_directory(compose, in_tmp, bad):
+    with pytest.raises(MeepleError):
+        train(compose(["debug=tiny", "tracking=none", *bad.split()]))
+    assert not any(Path("outputs/runs").glob("*")), list(Path("outputs/runs").glob("*/*"))
+
+
 def test_resuming_with_a_smaller_budget_than_trained_is_one_line(compose, in_tmp, importable_tests):
     overrides = [*BASE, "tracking=none", "task_name=shrink"]
     with pytest.raises(SimulatedCrash):  # as the 4th of 6 rollouts (2 envs x 16 steps) starts
