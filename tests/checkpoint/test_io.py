@@ -68,8 +68,20 @@ def test_loading_never_runs_code(tmp_path):
     data = io.BytesIO()
     torch.save({"checkpoint_version": CHECKPOINT_VERSION, "x": Payload()}, data)
     ckpt_io.write_atomic(path, data.getvalue())  # a valid sidecar does not make it safe
-    with pytest.raises(CheckpointError, match="cannot be deserialized safely"):
+    with pytest.raises(CheckpointError, match="cannot be deserialized safely") as err:
         load_verified(path)
+    text = str(err.value)  # one line, without torch's advice to load it with weights_only=False
+    assert "\n" not in text and "weights_only" not in text and "(print)" in text, text
+
+
+@pytest.mark.parametrize("content", [b"hello\n", b"truncated"])
+def test_a_file_that_does_not_load_gets_its_error_alone(tmp_path, caplog, content):
+    """No 'no .sha256 sidecar: loading it unverified' warning before the error (issue 41)."""
+    path = tmp_path / "not-a-checkpoint.pt"
+    path.write_bytes(content)
+    with caplog.at_level(logging.WARNING), pytest.raises(CheckpointError, match="cannot be deserialized safely"):
+        load_verified(path)
+    assert not caplog.records, caplog.text
 
 
 def test_versions_unknown_refused_older_migrated(tmp_path, monkeypatch):

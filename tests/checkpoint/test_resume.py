@@ -154,6 +154,25 @@ def test_resume_errors_are_clear_and_bad_configs_write_nothing(compose, in_tmp):
         train(compose(["debug=tiny", "tracking=none", "checkpoint=none", "resume=true"]))
 
 
+@pytest.mark.parametrize("bad", ["env.id=NoSuchEnv-v0", "transport=socket transport.address=/tmp/no-server.sock"])
+def test_a_config_that_fails_before_any_write_leaves_no_run_directory(compose, in_tmp, bad):
+    with pytest.raises(MeepleError):
+        train(compose(["debug=tiny", "tracking=none", *bad.split()]))
+    assert not any(Path("outputs/runs").glob("*")), list(Path("outputs/runs").glob("*/*"))
+
+
+def test_resuming_with_a_smaller_budget_than_trained_is_one_line(compose, in_tmp, importable_tests):
+    overrides = [*BASE, "tracking=none", "task_name=shrink"]
+    with pytest.raises(SimulatedCrash):  # as the 4th of 6 rollouts (2 envs x 16 steps) starts
+        train(compose([*overrides, *stop_after(4)]))
+    with pytest.raises(MeepleError) as err:  # was Lightning's MisconfigurationException
+        train(compose([*overrides, "phase.total_frames=64", "resume=true"]))
+    text = str(err.value)
+    assert "has trained 3 epochs (rollouts, or iterations), more than this config's budget of 2" in text
+    assert "(phase.total_frames=64); accepted: a budget of at least 3 epochs" in text
+    assert "\n" not in text
+
+
 def test_resume_refuses_another_experiments_run_and_prefers_runs_with_progress(compose, in_tmp, caplog):
     overrides = [*BASE, "phase.total_frames=64", "task_name=pick"]
     train(compose(overrides))

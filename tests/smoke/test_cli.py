@@ -89,6 +89,12 @@ def test_unknown_env_lists_installed_envs(tmp_path):
         (["phase.lr=abc"], "phase.lr='abc' is not allowed; accepted: a float"),
         (["phase.nokey=3"], "Could not override 'phase.nokey'"),
         (["+experiment=cartpole_bc_ppo", "pipeline.stages.ppo.phase.lr=-1"], "stage 'ppo': phase.lr=-1.0 is not allowed"),
+        # a transport the phase builds no env through (issue 41: it was silently ignored)
+        (["+experiment=independent_dqn", "transport=shm"], "transport=shm is not used by phase=dqn"),
+        (["+experiment=pixels_ppo", "transport=shm"], "transport=shm is not used by phase=packed_ppo"),
+        # a second driver of the user's server (it printed 48 lines and two tracebacks first)
+        (["transport=socket", "transport.address=/tmp/x.sock", "env.num_workers=2"],
+         "transport.address=/tmp/x.sock with env.num_workers=2: a server you started hosts one env batch"),
     ],
 )
 def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, args, message):

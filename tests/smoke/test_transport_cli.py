@@ -90,6 +90,7 @@ def test_serve_help_prints_usage(tmp_path):
         (["transport.frame_timeout_s=0"], "transport.frame_timeout_s=0; accepted: a number > 0"),
         (["num_env=4"], "Could not override 'num_env'; accepted: env=NAME, transport=NAME"),
         (["env.backend=nope"], "env.backend='nope' is not an installed env backend; installed:"),
+        (["env=mpe_spread"], "env.backend=pettingzoo (a multi-agent env) cannot be served: phase=dqn"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )

@@ -155,6 +155,10 @@ def test_shm_errors_come_back_through_the_slots(dist, tmp_path):
         client = connect("shm", server.address, timeout_s=10)
         seg = client.channel.segment
         with pytest.raises(ProtocolError, match="STEP before RESET; send RESET first") as err:
+            client.step(np.array([1, 1]))  # the client's own check (protocol.md: not_ready)
+        assert err.value.code == ErrorCode.NOT_READY
+        client.channel._reset = True  # past that check: the server's worker answers the same
+        with pytest.raises(ProtocolError, match="STEP before RESET; send RESET first") as err:
             client.step(np.array([1, 1]))
         assert err.value.code == ErrorCode.NOT_READY
         assert seg.slots["status"].tolist() == [ErrorCode.NOT_READY] * 2

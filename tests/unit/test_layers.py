@@ -19,13 +19,8 @@ import grimp
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("meeple", "meeple_gym", "meeple_connect4", "meeple_chess", "meeple_mahjong", "meeple_autobattler")
-# Imports left out of the circle check, each with why it exists.
-CIRCLE_EXEMPT = {
-    # The frontends name the server whose counters they change (annotations only); issue 39's
-    # server rewrite (another branch) removes this circle: delete these two entries with it.
-    ("meeple.transport.http", "meeple.transport.server"),
-    ("meeple.transport.socket", "meeple.transport.server"),
-}
+# Imports left out of the circle check, each with why it exists (none today).
+CIRCLE_EXEMPT: set[tuple[str, str]] = set()
 # import-linter is a test dependency (pyproject: the `test` extra); its API in a subprocess so the
 # graph is built from this checkout's source trees given on PYTHONPATH, whatever is installed.
 LINT = (

@@ -74,6 +74,22 @@ def test_collector_the_phase_cannot_use_is_refused(compose, overrides, pattern):
         validate(compose(overrides))
 
 
+@pytest.mark.parametrize(
+    "overrides, pattern",
+    [  # a transport the phase would silently not use (issue 41)
+        (["+experiment=independent_dqn", "transport=shm"],
+         r"transport=shm is not used by phase=dqn \(it builds its envs itself\); accepted: leave transport= out "
+         r"\(transport=inproc\), or a phase that steps remote envs \(ppo, bc, distill, league\)"),
+        (["+experiment=pixels_ppo", "transport=socket"], r"transport=socket is not used by phase=packed_ppo"),
+        (["+experiment=connect4_alphazero", "transport=http"], r"transport=http is not used by phase=alphazero"),
+    ],
+)
+def test_transport_the_phase_cannot_use_is_refused(compose, overrides, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        validate(compose(overrides))
+    validate(compose(["transport=shm"]))  # ppo serves its envs over any transport
+
+
 def test_collector_ray_fits_alphazero_and_a_pipeline_with_a_bc_stage(compose):
     from meeple.pipeline.plan import plan_run
 

@@ -118,6 +118,22 @@ def test_cli_writes_the_summary(tmp_path, capsys):
     assert "challenger rule: avg rank" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--games", "0"], "--games must be >= 1, got 0"),
+        (["--threads", "0"], "--threads must be >= 1, got 0"),
+        (["--games", "x"], "argument --games: invalid int value: 'x'"),
+    ],
+)
+def test_cli_mistakes_are_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as done:
+        dup.main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m meeple_mahjong.duplicate: error: {message} (--help lists the options)\n"
+
+
 def test_cli_rejects_unknown_bots(capsys):
     with pytest.raises(SystemExit):
         dup.main(["--challenger", "mortal"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,15 +33,18 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from meeple.cli.parsing import OneLineParser
 from meeple.config.compose import compose_config
+from meeple.errors import ConfigError
 from meeple.jsonio import write_json_atomic
 from meeple.phases.dqn.run import build_independent, dqn_kwargs
 from meeple.phases.dqn.sequential import run_sequential
 from meeple.phases.dqn.state import Report
+from meeple.phases.registry import validate
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m meeple.bench independent", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
@@ -53,6 +57,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "overrides", nargs="*", help="config overrides for both, e.g. phase.updates_per_step=0.5"
     )
     return parser.parse_args(argv)
+
+
+def check_steps(steps: int, phase: Any) -> None:
+    """Rates need updates and two actor reports: fewer steps would measure 0 steps/s."""
+    least = phase.learning_starts + 4 * phase.report_interval
+    if steps < least:
+        raise ConfigError(
+            f"--steps {steps} is too few to measure: learners start after phase.learning_starts="
+            f"{phase.learning_starts} env steps and the rates need actor reports every "
+            f"phase.report_interval={phase.report_interval}; accepted: --steps >= {least}"
+        )
 
 
 def measure_topology(cfg) -> dict[str, Any]:
@@ -86,7 +101,6 @@ def measure_topology(cfg) -> dict[str, Any]:
 
 def measure_sequential(cfg) -> dict[str, Any]:
     from meeple.envs.pettingzoo import agent_specs, make_pettingzoo_env
-    from meeple.phases.registry import validate
 
     phase = validate(cfg)["phase"]
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
@@ -123,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         *args.overrides,
     ]
     cfg = compose_config(overrides)
+    try:
+        check_steps(args.steps, validate(cfg)["phase"])
+    except ConfigError as err:
+        print(f"meeple.bench: error: {err}", file=sys.stderr)
+        return 2
     results: dict[str, Any] = {
         "benchmark": "independent",
         "overrides": overrides,

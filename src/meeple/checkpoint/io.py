@@ -24,6 +24,7 @@ import hashlib
 import io
 import logging
 import os
+import pickle
 import re
 import time
 from collections.abc import Callable
@@ -189,10 +190,11 @@ def read_sidecar(path: Path) -> str | None:
     return match.group(1)
 
 
-def read_verified(path: str | os.PathLike) -> bytes:
+def read_verified(path: str | os.PathLike, *, warn_unverified: bool = True) -> bytes:
     """The file's bytes after checking them against its sidecar (symlinks are followed).
 
-    Raises :class:`ChecksumMismatch` on a mismatch; a missing sidecar is a warning.
+    Raises :class:`ChecksumMismatch` on a mismatch; a missing sidecar is a warning (unless
+    ``warn_unverified`` is False: the caller warns once the file proved to load).
     """
     path = Path(path).resolve()
     try:
@@ -201,7 +203,8 @@ def read_verified(path: str | os.PathLike) -> bytes:
         raise CheckpointError(f"{path}: cannot be read ({err})") from err
     expected = read_sidecar(path)
     if expected is None:
-        log.warning("%s has no %s sidecar: loading it unverified", path, SIDECAR_SUFFIX)
+        if warn_unverified:
+            _warn_unverified(path)
         return data
     actual = sha256_hex(data)
     if actual != expected:
@@ -211,13 +214,26 @@ def read_verified(path: str | os.PathLike) -> bytes:
     return data
 
 
+def _warn_unverified(path: Path) -> None:
+    log.warning("%s has no %s sidecar: loading it unverified", path, SIDECAR_SUFFIX)
+
+
 def deserialize(data: bytes, *, map_location: Any = None, where: str = "checkpoint") -> Any:
     """``torch.load(weights_only=True)`` with :data:`SAFE_GLOBALS`: never executes code."""
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
-    except Exception as err:  # UnpicklingError (disallowed type), RuntimeError (broken archive), ...
-        raise CheckpointError(f"{where}: cannot be deserialized safely ({type(err).__name__}: {err})") from err
+    except pickle.UnpicklingError as err:
+        # torch's text is a page of advice, ending in how to load it unsafely: not for this file
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        what = f" ({found.group(1)})" if found else ""
+        raise CheckpointError(
+            f"{where}: cannot be deserialized safely: it holds a Python object a checkpoint may not{what}, "
+            "refused without loading it (loading could run code); accepted: a checkpoint meeple wrote"
+        ) from err
+    except Exception as err:  # RuntimeError (broken archive), EOFError (truncated), ...
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(f"{where}: cannot be deserialized safely ({type(err).__name__}: {first})") from err
 
 
 def migrate(checkpoint: dict[str, Any], where: str = "checkpoint") -> dict[str, Any]:
@@ -241,8 +257,11 @@ def migrate(checkpoint: dict[str, Any], where: str = "checkpoint") -> dict[str, 
 
 def load_verified(path: str | os.PathLike, *, map_location: Any = None) -> dict[str, Any]:
     """Verify, safely deserialize and migrate one meeple checkpoint file (any kind)."""
-    data = read_verified(path)
-    return migrate(deserialize(data, map_location=map_location, where=str(path)), where=str(path))
+    data = read_verified(path, warn_unverified=False)
+    checkpoint = migrate(deserialize(data, map_location=map_location, where=str(path)), where=str(path))
+    if read_sidecar(Path(path).resolve()) is None:  # said once it loaded: a bad file gets its error alone
+        _warn_unverified(Path(path).resolve())
+    return checkpoint
 
 
 def copy_verified(src: Path, dst: Path) -> str:

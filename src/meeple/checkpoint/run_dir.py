@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +74,15 @@ class RunDirectory:
     def has_progress(self) -> bool:
         """Whether any stage left a checkpoint or finished."""
         return any(self.path.glob("phase*/checkpoints/ckpt_*.pt")) or any(self.path.glob("phase*/done.json"))
+
+    def discard_if_empty(self) -> bool:
+        """Remove the run directory when it holds no file but run.json (empty folders aside): a
+        run whose config failed before anything was written (an env that cannot be made, no
+        server at transport.address) leaves nothing behind. Returns whether it was removed."""
+        if any(p.is_file() and p.name != RUN_FILE for p in self.path.rglob("*")):
+            return False
+        shutil.rmtree(self.path, ignore_errors=True)
+        return True
 
     # -- run.json ------------------------------------------------------------------------------
     def save(self) -> None:

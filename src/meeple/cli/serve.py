@@ -18,6 +18,7 @@ import threading
 from omegaconf import OmegaConf
 
 from meeple.cli.serve_args import ServeSettings, compose_serve_config, usage
+from meeple.envs.pettingzoo import BACKEND as PETTINGZOO
 from meeple.errors import ConfigError, MeepleError
 from meeple.transport.launch import READY, default_address
 from meeple.transport.server import EnvServer
@@ -40,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         env_cfg = (
             json.loads(env_json) if env_json else OmegaConf.to_container(cfg.env, resolve=True)
         )
+        if env_cfg.get("backend") == PETTINGZOO:
+            raise ConfigError(
+                f"env.backend={PETTINGZOO} (a multi-agent env) cannot be served: phase=dqn steps it in "
+                "its own actor process; accepted: an env of an installed backend (python -m "
+                "meeple.serve --help lists them) or env.array_env=package.module:Class"
+            )
         s = ServeSettings.from_config(cfg)
         address = s.address or default_address(s.transport, str(env_cfg.get("backend", "env")))
         server = EnvServer(

@@ -17,6 +17,8 @@ from hydra.utils import instantiate
 
 from meeple.errors import ConfigError
 
+BACKEND = "pettingzoo"  # env.backend of these envs: phase=dqn's, not an installed backend
+
 
 @dataclass(frozen=True)
 class AgentSpec:

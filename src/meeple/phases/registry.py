@@ -45,6 +45,8 @@ class PhaseKind:
     distributed: bool = False  # trains on several learner processes (hardware.strategy=ddp)
     # collector.type values the phase honours; None: it collects nothing (collector= is unused)
     collectors: tuple[str, ...] | None = IN_PROCESS
+    # its envs come from env_factory (so transport= may put them in an env server)
+    remote_envs: bool = False
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -79,18 +81,21 @@ def _kinds() -> dict[str, PhaseKind]:
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=ALL_COLLECTORS),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=ALL_COLLECTORS,
+                  remote_envs=True),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
                   models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
                   models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet", distributed=True,
                   collectors=(*IN_PROCESS, "ray")),
         PhaseKind("bc", BCPhase, check_bc, build="meeple.phases.bc.build:build_bc", models=actor_critic,
-                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=None),
+                  model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=None, remote_envs=True),
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
-                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=ALL_COLLECTORS),
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=ALL_COLLECTORS,
+                  remote_envs=True),
         PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
-                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=(*IN_PROCESS, "ray")),
+                  models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=(*IN_PROCESS, "ray"),
+                  remote_envs=True),
         PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
     ]
     return {kind.name: kind for kind in kinds}
@@ -118,6 +123,7 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     kind = phase_kind(cfg.phase.get("name"))
     _check_distributed(hardware, kind)
     _check_collector(cfg, hardware, kind)
+    _check_transport(cfg, kind)
     _check_model(cfg, kind)
     phase = checked(cfg, "phase", kind.schema)
     kind.check(cfg, phase)
@@ -136,6 +142,28 @@ def _check_distributed(hardware: Any, kind: PhaseKind) -> None:
             f"phase={kind.name} does not support; accepted: a single-process hardware profile (e.g. hardware=cpu), "
             f"or a phase that trains on several ({accepted})"
         )
+
+
+def _check_transport(cfg: DictConfig, kind: PhaseKind) -> None:
+    """``transport=`` other than inproc only for a phase whose envs it can serve (never
+    silently unused, as ``collector=``)."""
+    transport = cfg.get("transport") or {}
+    ttype = transport.get("type", "inproc")
+    if ttype == "inproc":
+        return
+    if kind.remote_envs:
+        workers = (cfg.get("env") or {}).get("num_workers", 1)
+        if transport.get("address") and isinstance(workers, int) and workers > 1:
+            raise ConfigError(
+                f"transport.address={transport.get('address')} with env.num_workers={workers}: a server you "
+                "started hosts one env batch and one client drives it at a time, so the second collector "
+                "worker would find it busy; accepted: env.num_workers=1, or transport.address=null (the run "
+                "starts a server per worker)")
+        return
+    accepted = ", ".join(k.name for k in _kinds().values() if k.remote_envs)
+    raise ConfigError(f"transport={ttype} is not used by phase={kind.name} (it builds its envs itself); "
+                      f"accepted: leave transport= out (transport=inproc), or a phase that steps remote envs "
+                      f"({accepted})")
 
 
 def _check_collector(cfg: DictConfig, hardware: Any, kind: PhaseKind) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig
 
 from meeple.distributed import resume_hint, world_size
-from meeple.errors import PeerLost
+from meeple.errors import ConfigError, PeerLost
 from meeple.logs import quiet_library_output
 from meeple.phases.registry import phase_kind
 from meeple.seeding import Component, PhaseSeeds, seed_process
@@ -99,6 +100,15 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
     try:
         with stop.on_ctrl_c():
             trainer.fit(build.module, datamodule=build.datamodule, ckpt_path=str(resume) if resume else None)
+    except MisconfigurationException:
+        if resume is None or trainer.max_epochs is None or trainer.current_epoch <= trainer.max_epochs:
+            raise
+        raise ConfigError(
+            f"resume=true: {resume} has trained {trainer.current_epoch} epochs (rollouts, or "
+            f"iterations), more than this config's budget of {trainer.max_epochs} "
+            f"(phase.total_frames={cfg.phase.get('total_frames')}); accepted: a budget of at least "
+            f"{trainer.current_epoch} epochs (e.g. the run's own phase.total_frames), or resume=false"
+        ) from None
     except RuntimeError as err:
         if trainer.world_size > 1 and _peer_lost(err):
             raise PeerLost(f"learner rank {trainer.global_rank} lost the other learner processes ({_first_line(err)}); "

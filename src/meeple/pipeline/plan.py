@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from meeple.config.overrides import command_line_values
+from meeple.config.overrides import command_line_values, searched_keys
 from meeple.config.schema import gate_conditions
 from meeple.errors import ConfigError
 from meeple.phases.registry import PhaseKind, phase_kind, validate
@@ -207,7 +207,12 @@ def _apply_debug_sizes(stage: DictConfig, name: str, stage_sizes: DictConfig | N
             if stage.get(key) is None:
                 raise ConfigError(f"{where}.{key}: the run has no {key!r} to resize")
             stage[key] = OmegaConf.merge(stage[key], value)
-    for key, value in command_line_values():  # the user's values win over debug sizes
+    # The user's values win over debug sizes; a search's draws do not (a debug run checks that
+    # every trial runs: a drawn minibatch of 512 cannot fit a 32-frame debug rollout).
+    searched = searched_keys()
+    for key, value in command_line_values():
+        if key in searched:
+            continue
         key = _stage_key(key, name)
         if key is not None and _has_parent(stage, key):
             OmegaConf.update(stage, key, value, merge=False, force_add=True)

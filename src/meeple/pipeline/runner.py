@@ -85,6 +85,10 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
     except GateFailed as err:
         failure = str(err)
         raise
+    except ConfigError:
+        if run is not None and not session.resumed:
+            run.discard_if_empty()  # a config that failed before anything was written
+        raise
     except KeyboardInterrupt:
         status = "KILLED"
         raise

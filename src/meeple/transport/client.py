@@ -17,6 +17,7 @@ import torch
 from meeple.envs.record_env import RecordEnv
 from meeple.errors import ConfigError
 from meeple.plugins.registry import load_backend
+from meeple.transport.http import HttpClient
 from meeple.transport.launch import ServerProcess, default_address
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, decode_name
 from meeple.transport.seats import SeatStepper
@@ -67,8 +68,6 @@ def connect(
     if transport == "shm":
         return ShmClient(address, timeout_s, policy)
     if transport == "http":
-        from meeple.transport.http import HttpClient
-
         return HttpClient(address, timeout_s)
     if transport == "auto":
         return _connect_auto(address, timeout_s, policy)

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import logging
 import reprlib
 import socket
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from meeple.transport import protocol as P
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces
-
-if TYPE_CHECKING:
-    from meeple.transport.server import EnvServer
+from meeple.transport.service import Service
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,29 @@ def int32_actions(value: object, route: MsgType) -> np.ndarray:
     return actions.astype(np.int32).reshape(-1)
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, each given only what is left of the request's ``deadline``
+    (None: no limit, between requests). A per-read timeout would let a client that drips a
+    byte a second hold a request open for ever."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.deadline is None:
+            self.sock.settimeout(None)
+        else:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request's deadline passed")
+            self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -100,15 +123,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(
             socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
         )  # no 40 ms Nagle stalls
+        self.reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader)
         self.owner = object()  # one driver lease per connection
-        self.server.env.clients += 1
+        self.ready = False  # this connection sent POST /reset (it may step)
+        self.server.env.counters.connected()
 
     def finish(self) -> None:
         try:
             super().finish()
+        except OSError:
+            pass  # the client hung up before its reply was flushed
         finally:
             self.server.env.release(self.owner)
-            self.server.env.clients -= 1
+            self.server.env.counters.disconnected()
 
     def log_message(self, fmt: str, *args: object) -> None:
         log.debug(fmt, *args)
@@ -123,8 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         # An idle keep-alive connection may wait forever between requests (the learner can
         # take minutes between steps); once a request's first byte arrives, its request line,
         # headers and body must follow within the frame timeout, or the connection is closed.
-        conn = self.connection
-        conn.settimeout(None)
+        self.reader.deadline = None
         try:
             if not self.rfile.peek(1):
                 self.close_connection = True
@@ -132,19 +159,38 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
             return
-        conn.settimeout(self.server.env.frame_timeout_s)
-        super().handle_one_request()  # a TimeoutError there closes the connection
+        timeout_s = self.server.env.frame_timeout_s
+        self.reader.deadline = time.monotonic() + timeout_s  # the whole request, not each read
+        try:
+            super().handle_one_request()  # a TimeoutError there closes the connection
+        except OSError as err:  # the client hung up mid-request: only this connection ends
+            log.debug("HTTP connection ended mid-request: %s", err)
+            self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line or headers it cannot parse): JSON, as
+        every reply of the protocol, not an HTML page."""
+        self.close_connection = True
+        self.request_version = self.protocol_version  # an unparsed line reads as HTTP/0.9: no headers
+        self._send_error(
+            ProtocolError(
+                ErrorCode.MALFORMED,
+                f"{message or 'bad request'} (HTTP {code}); accepted: "
+                + ", ".join(f"{m} {p}" for m, p in _ROUTES)
+                + " over HTTP/1.1",
+            ),
+            status=code,
+        )
 
     def _handle(self, method: str) -> None:
         env = self.server.env
         try:
             reply = self._dispatch(env, method)
-            self._send(200, reply)
         except ProtocolError as err:
-            env.bad_requests += 1
+            env.counters.bad_request()
             self._send_error(err)
         except TimeoutError:
-            env.bad_requests += 1
+            env.counters.bad_request()
             self.close_connection = True
             log.warning(
                 "dropping an HTTP connection: %s %s body did not arrive within %s s",
@@ -160,9 +206,18 @@ class _Handler(BaseHTTPRequestHandler):
                 ),
                 status=408,
             )
+        except OSError as err:  # the client hung up while its body was read
+            log.debug("HTTP connection ended mid-request: %s", err)
+            self.close_connection = True
         except Exception as err:  # noqa: BLE001 - a server bug must not kill other connections
             log.exception("%s %s failed", method, self.path)
             self._send_error(ProtocolError(ErrorCode.INTERNAL, repr(err)))
+        else:
+            try:
+                self._send(200, reply)
+            except OSError as err:  # the client hung up before its reply
+                log.debug("HTTP client gone before its reply: %s", err)
+                self.close_connection = True
 
     def _send_error(self, err: ProtocolError, status: int | None = None) -> None:
         with contextlib.suppress(OSError):
@@ -178,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def _send(self, status: int, obj: dict) -> None:
+        self.reader.deadline = None
+        self.connection.settimeout(self.server.env.frame_timeout_s)  # a reader that never reads
         body = json.dumps(obj, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -187,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _body(self, env: EnvServer) -> dict:
+    def _body(self, env: Service) -> dict:
         n = self._content_length(env)
         raw = self.rfile.read(n) if n else b"{}"
         if len(raw) < n:  # the client closed its side early
@@ -198,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return parse_json_object(raw)
 
-    def _content_length(self, env: EnvServer) -> int:
+    def _content_length(self, env: Service) -> int:
         """Content-Length as announced; a value that cannot frame the body closes the connection."""
         text = self.headers.get("Content-Length")
         if text is None:
@@ -216,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return n
 
-    def _dispatch(self, env: EnvServer, method: str) -> dict:
+    def _dispatch(self, env: Service, method: str) -> dict:
         path = self.path.split("?")[0].rstrip("/")
         route = _ROUTES.get((method, path))
         if route is None:
@@ -236,6 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
             return env.health()
         if route == MsgType.CLOSE:
             env.release(self.owner)
+            self.ready = False
             return {}
         if route == MsgType.RESET:
             seed = data.get("seed")
@@ -245,8 +303,11 @@ class _Handler(BaseHTTPRequestHandler):
                     f"seed={seed!r:.40}; expected an integer in -2**63..2**64-1 or null",
                 )
             records = env.execute(self.owner, route, seed=seed)
+            self.ready = True
         elif route in (MsgType.STEP, MsgType.STEP_MULTI):
             actions = int32_actions(data.get("actions"), route)
+            if not self.ready:
+                raise env.not_ready(self.owner, route)
             records = env.execute(self.owner, route, actions=actions)
         else:
             records = env.execute(self.owner, route)
@@ -256,14 +317,26 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # the listen backlog: a burst of connections waits in the kernel, not in SYN retries
+    request_queue_size = 1024
 
-    def __init__(self, env: EnvServer, port: int) -> None:
+    def __init__(self, env: Service, port: int) -> None:
         self.env = env
         super().__init__((HOST, port), _Handler)
 
+    def handle_error(self, request: object, client_address: tuple) -> None:
+        """One line for a client that went away; a traceback only for a server bug."""
+        err = sys.exc_info()[1]
+        if isinstance(err, OSError):
+            log.debug("HTTP connection from %s ended: %s", client_address, err)
+        else:
+            log.exception("HTTP connection from %s failed", client_address)
+
 
 class HttpFrontend:
-    def __init__(self, server: EnvServer, address: str) -> None:
+    backlog = _Server.request_queue_size
+
+    def __init__(self, server: Service, address: str) -> None:
         _, port = _split(address)
         self.httpd = _Server(server, port)
         self.address = f"{HOST}:{self.httpd.server_address[1]}"
@@ -289,6 +362,7 @@ class HttpClient:
 
     def __init__(self, address: str, timeout_s: float = 30.0) -> None:
         self.address, self.timeout_s = address, timeout_s
+        self._broken: str | None = None  # why this client's connection cannot be trusted
         self.conn = http.client.HTTPConnection(*_split(address), timeout=timeout_s)
         try:
             self.conn.connect()
@@ -306,6 +380,12 @@ class HttpClient:
         self.spaces = Spaces.from_json(self.call("GET", "/spaces"))
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        if self._broken is not None:
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"this client timed out earlier ({self._broken}) and closed its connection "
+                "(a late reply would answer the wrong request): connect again",
+            )
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         try:
@@ -313,6 +393,8 @@ class HttpClient:
             response = self.conn.getresponse()
             data = json.loads(response.read())
         except TimeoutError as err:
+            self._broken = f"{method} {path} after {self.timeout_s} s"
+            self.conn.close()
             raise ProtocolError(
                 ErrorCode.INTERNAL,
                 f"env server at {self.address} did not answer {method} {path} "

@@ -26,6 +26,7 @@ import numpy as np
 from meeple.envs.array import make_array_env
 from meeple.errors import ConfigError
 from meeple.transport.host import EnvHost
+from meeple.transport.http import HttpFrontend
 from meeple.transport.launch import sweep_stale_sockets
 from meeple.transport.protocol import (
     DEFAULT_MAX_BODY,
@@ -35,6 +36,7 @@ from meeple.transport.protocol import (
     ProtocolError,
     Spaces,
 )
+from meeple.transport.service import Counters
 from meeple.transport.shm import (
     STATE_CLOSING,
     STATE_READY,
@@ -50,11 +52,14 @@ from meeple.transport.shm import (
     unlink_segment,
     worker_main,
 )
+from meeple.transport.socket import SocketFrontend
 from meeple.transport.waiting import WaitPolicy, futex_wake
 
 log = logging.getLogger(__name__)
 
-TRANSPORTS = ("socket", "http", "shm")
+# each transport's front end (shm's control plane is the socket's frames)
+FRONTENDS = {"socket": SocketFrontend, "http": HttpFrontend, "shm": SocketFrontend}
+TRANSPORTS = tuple(FRONTENDS)
 ENV_COMMANDS = (MsgType.RESET, MsgType.STEP, MsgType.STEP_MULTI, MsgType.OBSERVE)
 
 
@@ -269,12 +274,11 @@ class EnvServer:
             self.segment_name = segment_name(
                 address if transport != "http" else f"http:{os.getpid()}:{address}"
             )
-        self.bad_requests = 0
-        self.clients = 0
+        self.counters = Counters()
         self._lock = threading.Lock()
         self._driver: object | None = None
         self.slots: LocalSlots | PooledSlots | None = None
-        self.frontend = None
+        self.frontend: SocketFrontend | HttpFrontend | None = None
         self._closed = False
         self.failure: str | None = None  # why the server shut itself down (a worker died)
         # called (from a watcher thread) after a failure shut the server down; the CLI exits
@@ -302,15 +306,8 @@ class EnvServer:
         self._single = self.spaces.new_records(n)
         self._multi = self.spaces.new_records(n * seats).reshape(n, seats)
         try:
-            if self.transport == "http":
-                from meeple.transport.http import HttpFrontend
-
-                self.frontend = HttpFrontend(self, self.address)
-                self.address = self.frontend.address
-            else:
-                from meeple.transport.socket import SocketFrontend
-
-                self.frontend = SocketFrontend(self, self.address)
+            self.frontend = FRONTENDS[self.transport](self, self.address)
+            self.address = self.frontend.address  # HTTP: the port an ephemeral 0 became
             self.frontend.start()
         except BaseException:
             self.close()
@@ -363,11 +360,19 @@ class EnvServer:
                 self._driver = owner
                 self.slots.sync()
             elif self._driver is not owner:
-                raise ProtocolError(
-                    ErrorCode.BUSY,
-                    "another client drives these envs; one driver at a time "
-                    "(HELLO, SPACES and HEALTH are always answered)",
-                )
+                raise _busy()
+
+    def not_ready(self, owner: object, command: int) -> ProtocolError:
+        """The error for a STEP from a connection that has not sent RESET: ``busy`` while
+        another client drives, else ``not_ready`` (the envs hold someone else's episodes)."""
+        driver = self._driver
+        if driver is not None and driver is not owner:
+            return _busy()
+        return ProtocolError(
+            ErrorCode.NOT_READY,
+            f"{MsgType(command).name} before RESET; send RESET first (a connection steps "
+            "only after its own RESET: the envs may hold another client's episodes)",
+        )
 
     def release(self, owner: object) -> None:
         with self._lock:
@@ -407,7 +412,15 @@ class EnvServer:
         return dict(
             steps=steps,
             env_errors=env_errors,
-            bad_requests=self.bad_requests,
+            bad_requests=self.counters.bad_requests,
             num_workers=self.num_workers,
-            clients=self.clients,
+            clients=self.counters.clients,
         )
+
+
+def _busy() -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.BUSY,
+        "another client drives these envs; one driver at a time "
+        "(HELLO, SPACES and HEALTH are always answered)",
+    )

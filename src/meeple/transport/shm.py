@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from meeple.envs.array import make_array_env
+from meeple.transport.host import EnvHost
 from meeple.transport.protocol import (
     OBSERVE,
     OBSERVE_ALL_SEATS_UNSERVED,
@@ -184,16 +186,32 @@ class Segment:
             mm = mmap.mmap(fd, os.fstat(fd).st_size)
         finally:
             os.close(fd)
-        fields = CONTROL.unpack_from(mm, 0)
-        if fields[0] != SHM_MAGIC or fields[1] != SHM_VERSION:
+        try:
+            return cls(name, mm, _checked_layout(path, mm))
+        except BaseException:
+            mm.close()
+            raise
+
+    def check_workers(self) -> None:
+        """The workers' slot ranges tile the slots in order (a client trusts them to index
+        the segment: a corrupted count would make it build a list of 4 billion offsets)."""
+        path, n, expected = os.path.join(SHM_DIR, self.name), self.layout.spaces.num_envs, 0
+        for w in range(self.layout.num_workers):
+            first, count = self.words[self.word(w, W_FIRST)], self.words[self.word(w, W_COUNT)]
+            if first != expected or not 1 <= count <= n - first:
+                raise ProtocolError(
+                    ErrorCode.MALFORMED,
+                    f"{path}: worker {w} claims slots {first}..{first + count - 1}; expected "
+                    f"slots from {expected}, within the segment's {n} "
+                    "(a corrupted or foreign segment)",
+                )
+            expected = first + count
+        if expected != n:
             raise ProtocolError(
-                ErrorCode.VERSION,
-                f"{path}: magic 0x{fields[0]:08X} version {fields[1]}; "
-                f"expected 0x{SHM_MAGIC:08X} version {SHM_VERSION}",
+                ErrorCode.MALFORMED,
+                f"{path}: the workers serve {expected} of the segment's {n} slots "
+                "(a corrupted or foreign segment)",
             )
-        spaces_offset, spaces_len = fields[13], fields[14]
-        spaces = Spaces.decode(mm[spaces_offset : spaces_offset + spaces_len])
-        return cls(name, mm, Layout(spaces, fields[11]))
 
     @staticmethod
     def read_server_pid(name: str) -> int | None:
@@ -319,6 +337,55 @@ class Segment:
             pass
 
 
+def _checked_layout(path: str, mm: mmap.mmap) -> Layout:
+    """The layout a segment's control block describes, each field checked against the file
+    and against what its SPACES block implies: one clear error, never an index out of it."""
+
+    def refuse(what: str) -> ProtocolError:
+        return ProtocolError(
+            ErrorCode.MALFORMED, f"{path}: {what} (a corrupted or foreign segment)"
+        )
+
+    size = len(mm)
+    if size < CONTROL.size:
+        raise refuse(f"{size} bytes, shorter than its {CONTROL.size}-byte control block")
+    fields = CONTROL.unpack_from(mm, 0)
+    if fields[0] != SHM_MAGIC or fields[1] != SHM_VERSION:
+        raise ProtocolError(
+            ErrorCode.VERSION,
+            f"{path}: magic 0x{fields[0]:08X} version {fields[1]}; "
+            f"expected 0x{SHM_MAGIC:08X} version {SHM_VERSION}",
+        )
+    num_envs, num_workers = fields[3], fields[11]
+    if not 1 <= num_workers <= num_envs:
+        raise refuse(f"num_workers={num_workers} with num_envs={num_envs}")
+    spaces_offset, spaces_len = fields[13], fields[14]
+    if fields[12] != Layout.workers_offset or spaces_offset != (
+        Layout.workers_offset + num_workers * WORKER_BLOCK
+    ):
+        raise refuse(f"workers_offset={fields[12]}, spaces_offset={spaces_offset}")
+    if spaces_offset + spaces_len > size:
+        raise refuse(f"a SPACES block of {spaces_len} bytes at {spaces_offset} in {size} bytes")
+    try:
+        spaces = Spaces.decode(mm[spaces_offset : spaces_offset + spaces_len])
+    except (ProtocolError, struct.error, ValueError) as err:
+        raise refuse(f"its SPACES block does not decode ({err})") from None
+    layout = Layout(spaces, num_workers)
+    found = dict(zip(("num_seats", "num_envs", "num_actions", "obs_bytes", "record_size",
+                      "slot_size", "slots_offset"), fields[2:9]))  # fmt: skip
+    implied = dict(
+        num_seats=spaces.num_seats, num_envs=spaces.num_envs, num_actions=spaces.num_actions,
+        obs_bytes=spaces.obs_bytes, record_size=spaces.record_size,
+        slot_size=layout.slot_size, slots_offset=layout.slots_offset,
+    )  # fmt: skip
+    wrong = [f"{k}={found[k]} (its SPACES imply {v})" for k, v in implied.items() if found[k] != v]
+    if wrong:
+        raise refuse(", ".join(wrong))
+    if layout.size > size:
+        raise refuse(f"{size} bytes; its layout needs {layout.size}")
+    return layout
+
+
 def sweep_stale_segments() -> list[str]:
     """Remove every ``/dev/shm/meeple-*`` segment whose server process is dead (crash leftovers
     at addresses nobody reuses, e.g. per-process default addresses). Returns their names."""
@@ -379,6 +446,7 @@ class ShmChannel:
 
     def __init__(self, name: str, policy: WaitPolicy | None = None) -> None:
         self.segment = seg = Segment.attach(name)
+        seg.check_workers()
         self.spaces = seg.layout.spaces
         self.policy = policy or WaitPolicy()
         self.workers = range(seg.layout.num_workers)
@@ -389,6 +457,7 @@ class ShmChannel:
         ]
         self._command = -1
         self._requests = 0
+        self._reset = False  # this client sent RESET (it may step: protocol.md's not_ready)
         self.single = seg.records[:, 0]
         # Views made once: field lookups on the slots' structured array were a few
         # microseconds of every 1-env request.
@@ -529,6 +598,8 @@ class ShmChannel:
         all_seats: bool = False,
     ) -> np.ndarray:
         seg = self.segment
+        if command != RESET and not self._reset:
+            self._refuse(command)
         if actions is not None:
             n, seats = self.spaces.num_envs, self.spaces.num_seats
             expected = n * seats if command == STEP_MULTI else n
@@ -560,7 +631,18 @@ class ShmChannel:
             if all_seats:
                 seg.slots["flags"] = 0
         self._answered(self.workers)
+        self._reset = True
         return seg.records if command == STEP_MULTI or all_seats else self.single
+
+    def _refuse(self, command: int) -> None:
+        """Before this client's first RESET, STEP and STEP_MULTI are ``not_ready``: the data
+        plane has no connection to tell clients apart, so the client keeps the rule."""
+        if command in (STEP, STEP_MULTI):
+            raise ProtocolError(
+                ErrorCode.NOT_READY,
+                f"{MsgType(command).name} before RESET; send RESET first (a connection steps "
+                "only after its own RESET: the envs may hold another client's episodes)",
+            )
 
     # RecordStepper interface
     def reset(self, seed: int | None) -> np.ndarray:
@@ -597,9 +679,6 @@ class ShmChannel:
 
 def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: WaitPolicy) -> None:
     """A worker process: build its env slots, then serve doorbells until the server closes."""
-    from meeple.envs.array import make_array_env
-    from meeple.transport.host import EnvHost
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server handles Ctrl-C and stops us
     seg = Segment.attach(name)
     words = seg.words
@@ -622,7 +701,6 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
         seg.word(worker, W_WORKER_SLEEPING),
         seg.word(worker, W_CLIENT_SLEEPING),
     )
-    words[seg.word(worker, W_PID)] = os.getpid()  # ready
 
     def alive() -> str | None:
         if seg.state == STATE_CLOSING:
@@ -668,6 +746,9 @@ def worker_main(name: str, worker: int, env_cfg: Mapping[str, Any], policy: Wait
             server_pid,
             LIVENESS_EVERY,
         )
+    # Ready only now: a client may ring as soon as it sees every pid, and a ring before
+    # ``last`` was read above would be waited past for ever (the lost first request).
+    words[seg.word(worker, W_PID)] = os.getpid()
     try:
         while True:
             error = None

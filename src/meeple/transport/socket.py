@@ -21,7 +21,7 @@ import os
 import socket
 import struct
 import threading
-from typing import TYPE_CHECKING
+import time
 
 import numpy as np
 
@@ -39,10 +39,8 @@ from meeple.transport.protocol import (
     MsgType,
     ProtocolError,
 )
+from meeple.transport.service import Service
 from meeple.transport.waiting import SpinBudget, WaitPolicy, spin_then_block
-
-if TYPE_CHECKING:
-    from meeple.transport.server import EnvServer
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +50,16 @@ BODY_AT = 16
 HEAD_AT = BODY_AT - HEADER_SIZE
 UNKNOWN_REPLY = 256  # room for a reply whose size the client cannot predict (HELLO, ERROR)
 ENV_COMMANDS = frozenset((RESET, STEP, STEP_MULTI, OBSERVE))
+# errors that count as HEALTH's bad_requests (busy, env_exception, internal are not the client's)
+COUNTED = frozenset(
+    (
+        ErrorCode.MALFORMED,
+        ErrorCode.UNKNOWN_TYPE,
+        ErrorCode.VERSION,
+        ErrorCode.BAD_ACTION,
+        ErrorCode.NOT_READY,
+    )
+)
 
 
 class PeerClosed(ConnectionError):
@@ -155,13 +163,38 @@ class BadFrame(Exception):
         self.msg_id, self.error = msg_id, error
 
 
+class BodyBudget:
+    """The bytes of unfinished request bodies over all of a server's connections, capped.
+
+    A body is buffered as it arrives, never as announced (a header may announce 64 MiB and
+    then drip); the cap bounds what greedy clients that do send can make the server hold.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.used + n > self.limit:
+                return False
+            self.used += n
+            return True
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self.used -= n
+
+
 class FrameReader:
     """The server's reads: frames from a connection through one reusable buffer.
 
     A frame's first byte may take forever (a learner can take minutes between steps), but
-    once it has come the rest must follow within ``timeout_s``: the socket is in timeout
-    mode only while a split frame is completed. Bodies come back as ``bytes`` (the env may
-    keep its actions).
+    once it has come the whole frame must follow within ``timeout_s`` (one deadline for the
+    frame, not for each read: a client that drips a byte a second is cut all the same). The
+    socket is in timeout mode only while a split frame is completed. Bodies come back as
+    ``bytes`` (the env may keep its actions); one longer than the buffer grows as it arrives,
+    within ``budget`` (shared by the server's connections).
     """
 
     def __init__(
@@ -170,14 +203,15 @@ class FrameReader:
         timeout_s: float,
         capacity: int = 1 << 16,
         policy: WaitPolicy | None = None,
+        budget: BodyBudget | None = None,
     ) -> None:
         """``policy``: spin for the next frame before blocking (:func:`recv_first`)."""
-        self.conn, self.timeout_s = conn, timeout_s
+        self.conn, self.timeout_s, self.budget = conn, timeout_s, budget
         self.waiting = None if policy is None else (policy, SpinBudget())
         self.buf = bytearray(capacity)
         self.view = memoryview(self.buf)
         self.start = self.end = 0  # unread bytes: buf[start:end]
-        self.timed = False
+        self.deadline: float | None = None  # of a frame that did not come in one recv
 
     def frame(self, max_body: int) -> tuple[int, int, bytes]:
         """``(msg_type, msg_id, body)``; raises :class:`PeerClosed` when the client closed
@@ -204,25 +238,26 @@ class FrameReader:
             self.start += n
         else:
             body = self._body_rest(msg_id, n)
-        if self.timed:  # the next frame may be far off: block without limit again
+        if self.deadline is not None:  # the next frame may be far off: block without limit
             self.conn.settimeout(None)
-            self.timed = False
+            self.deadline = None
         return msg_type, msg_id, body
 
     def _header_rest(self) -> None:
-        got = self.end - self.start
         try:
             self._fill(HEADER_SIZE, "frame header")
         except PeerClosed as err:
             error = ProtocolError(ErrorCode.MALFORMED, f"truncated frame: {err}")
             raise BadFrame(0, error) from None
         except TimeoutError:
+            got = self.end - self.start
             raise BadFrame(
                 0,
                 ProtocolError(
                     ErrorCode.MALFORMED,
-                    f"truncated frame: {got} of {HEADER_SIZE} header bytes, then nothing for "
-                    f"{self.timeout_s} s (the server's frame timeout); connection closed",
+                    f"truncated frame: {got} of {HEADER_SIZE} header bytes within "
+                    f"{self.timeout_s} s (the server's frame timeout, counted from the frame's "
+                    "first byte); connection closed",
                 ),
             ) from None
 
@@ -233,33 +268,62 @@ class FrameReader:
                 body = bytes(self.view[self.start : self.start + n])
                 self.start += n
                 return body
-            # larger than the buffer: read the rest into a buffer of its own
-            body = bytearray(n)
-            view, got = memoryview(body), self.end - self.start
-            view[:got] = self.view[self.start : self.end]
-            self.start = self.end = 0
-            self._set_timeout()
-            while got < n:
-                k = self.conn.recv_into(view[got:])
-                if k == 0:
-                    raise PeerClosed(
-                        f"connection closed after {got} of {n} bytes of the frame body"
-                    )
-                got += k
-            return bytes(body)
+            return self._long_body(msg_id, n)
         except (PeerClosed, TimeoutError) as err:
+            why = err if isinstance(err, PeerClosed) else (
+                f"{self.timeout_s} s passed (the server's frame timeout, counted from the "
+                "frame's first byte)"
+            )  # fmt: skip
             raise BadFrame(
                 msg_id,
                 ProtocolError(
                     ErrorCode.MALFORMED,
-                    f"truncated frame: {err} (header announced {n} body bytes)",
+                    f"truncated frame: {why} (header announced {n} body bytes); connection closed",
                 ),
             ) from None
 
-    def _set_timeout(self) -> None:
-        if not self.timed:
-            self.conn.settimeout(self.timeout_s)
-            self.timed = True
+    def _long_body(self, msg_id: int, n: int) -> bytes:
+        """A body longer than the buffer, read through it and kept as it arrives."""
+        body = bytearray(self.view[self.start : self.end])
+        self.start = self.end = 0
+        held = 0
+        try:
+            while True:
+                if self.budget is not None:
+                    if not self.budget.take(len(body) - held):
+                        raise BadFrame(msg_id, self._over_budget(n, len(body)))
+                    held = len(body)
+                if len(body) >= n:
+                    return bytes(body)
+                k = self._recv_into(self.view[: min(len(self.buf), n - len(body))])
+                if k == 0:
+                    raise PeerClosed(
+                        f"connection closed after {len(body)} of {n} bytes of the frame body"
+                    )
+                body += self.view[:k]
+        finally:
+            if self.budget is not None:
+                self.budget.give_back(held)
+
+    def _over_budget(self, n: int, got: int) -> ProtocolError:
+        limit = self.budget.limit
+        return ProtocolError(
+            ErrorCode.TOO_LARGE,
+            f"a body of {n} bytes refused after {got}: the server holds {self.budget.used} bytes "
+            f"of unfinished request bodies over all connections, its limit is {limit} "
+            "(4 x transport.max_body); connection closed, retry later",
+        )
+
+    def _recv_into(self, view: memoryview) -> int:
+        """One ``recv`` within what is left of this frame's deadline."""
+        now = time.monotonic()
+        if self.deadline is None:  # counted from the first wait: its first bytes just came
+            self.deadline = now + self.timeout_s
+        left = self.deadline - now
+        if left <= 0:
+            raise TimeoutError
+        self.conn.settimeout(left)
+        return self.conn.recv_into(view)
 
     def _fill(self, n: int, what: str) -> None:
         """Receive until ``n`` unread bytes are buffered (``n`` <= capacity)."""
@@ -267,9 +331,8 @@ class FrameReader:
             have = self.end - self.start
             self.buf[:have] = bytes(self.view[self.start : self.end])
             self.start, self.end = 0, have
-        self._set_timeout()
         while self.end - self.start < n:
-            k = self.conn.recv_into(self.view[self.end :])
+            k = self._recv_into(self.view[self.end :])
             if k == 0:
                 raise PeerClosed(
                     f"connection closed after {self.end - self.start} of {n} bytes of the {what}"
@@ -281,15 +344,23 @@ class FrameReader:
 
 
 class SocketFrontend:
-    def __init__(self, server: EnvServer, path: str) -> None:
-        self.server, self.path = server, path
+    """Frames over a Unix socket (the shm transport's control plane too): a thread per
+    connection, each reading through a :class:`FrameReader`."""
+
+    # connections the kernel queues while the accept thread catches up (capped by
+    # net.core.somaxconn); a client that still finds it full retries within its timeout
+    backlog = 1024
+
+    def __init__(self, server: Service, path: str) -> None:
+        self.server, self.path, self.address = server, path, path
+        self.budget = BodyBudget(4 * server.max_body)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)  # the socket file is born 0600
         try:
             self.listener.bind(path)
         finally:
             os.umask(old)
-        self.listener.listen(64)
+        self.listener.listen(self.backlog)
         self.listener.settimeout(0.2)
         self._stop = threading.Event()
         self._conns: set[socket.socket] = set()
@@ -306,10 +377,8 @@ class SocketFrontend:
                 continue
             except OSError:
                 break
-            conn.settimeout(None)
-            self._conns.add(conn)
             threading.Thread(
-                target=self._serve, args=(conn,), name="meeple-conn", daemon=True
+                target=self.serve, args=(conn,), name="meeple-conn", daemon=True
             ).start()
 
     def close(self) -> None:
@@ -320,12 +389,16 @@ class SocketFrontend:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
 
-    def _serve(self, conn: socket.socket) -> None:
-        server = self.server
+    def serve(self, conn: socket.socket) -> None:
+        """Answer one connection's frames until it closes (or breaks the framing)."""
+        server, counters = self.server, self.server.counters
+        conn.settimeout(None)
+        self._conns.add(conn)
         owner = object()
-        state = {"hello": False}
-        reader = FrameReader(conn, server.frame_timeout_s, policy=server.policy)
-        server.clients += 1
+        # "hello": HELLO answered; "ready": RESET sent on this connection (the hot path's test)
+        state = {"hello": False, "ready": False}
+        reader = FrameReader(conn, server.frame_timeout_s, policy=server.policy, budget=self.budget)
+        counters.connected()
         try:
             while True:
                 try:
@@ -338,13 +411,8 @@ class SocketFrontend:
                 try:
                     reply = self._dispatch(owner, state, msg_type, body)
                 except ProtocolError as err:
-                    server.bad_requests += err.code in (
-                        ErrorCode.MALFORMED,
-                        ErrorCode.UNKNOWN_TYPE,
-                        ErrorCode.VERSION,
-                        ErrorCode.BAD_ACTION,
-                        ErrorCode.NOT_READY,
-                    )
+                    if err.code in COUNTED:
+                        counters.bad_request()
                     send_frame(conn, MsgType.ERROR, msg_id, P.encode_error(err.code, err.text))
                     if err.code == ErrorCode.MALFORMED:
                         return
@@ -362,13 +430,13 @@ class SocketFrontend:
             pass  # the client went away mid-reply: drop only this connection
         finally:
             server.release(owner)
-            server.clients -= 1
+            counters.disconnected()
             self._conns.discard(conn)
             with contextlib.suppress(OSError):
                 conn.close()
 
     def _reject(self, conn: socket.socket, msg_id: int, err: ProtocolError) -> None:
-        self.server.bad_requests += 1
+        self.server.counters.bad_request()
         log.warning("dropping a connection: %s", err)
         with contextlib.suppress(OSError):
             send_frame(conn, MsgType.ERROR, msg_id, P.encode_error(err.code, err.text))
@@ -376,7 +444,7 @@ class SocketFrontend:
     def _dispatch(
         self, owner: object, state: dict, msg_type: int, body: bytes
     ) -> bytes | np.ndarray:
-        if msg_type in ENV_COMMANDS and state["hello"]:  # the hot path, before the rest
+        if msg_type in ENV_COMMANDS and state["ready"]:  # the hot path, before the rest
             return self._env_command(owner, msg_type, body)
         server = self.server
         if msg_type == MsgType.HELLO:
@@ -403,6 +471,7 @@ class SocketFrontend:
             return P.encode_health(**server.health())
         if msg_type == MsgType.CLOSE:
             server.release(owner)
+            state["ready"] = False
             return b""
         if msg_type == MsgType.SHM_ATTACH:
             if server.transport != "shm":
@@ -413,18 +482,28 @@ class SocketFrontend:
                 )
             server.acquire(owner)
             return P.encode_name(server.segment_name)
-        return self._env_command(owner, msg_type, body)  # not reached: env commands are first
+        reply = self._env_command(owner, msg_type, body, ready=False)  # RESET or OBSERVE
+        state["ready"] = msg_type == RESET
+        return reply
 
-    def _env_command(self, owner: object, msg_type: int, body: bytes) -> np.ndarray:
+    def _env_command(
+        self, owner: object, msg_type: int, body: bytes, ready: bool = True
+    ) -> np.ndarray:
+        """``ready``: this connection has sent RESET (it may step)."""
         server = self.server
         if msg_type == STEP:
             actions = P.decode_actions(body, server.num_envs, "STEP")
+            if not ready:
+                raise server.not_ready(owner, msg_type)
             return server.execute(owner, STEP, actions=actions)
         if msg_type == MsgType.RESET:
             return server.execute(owner, msg_type, seed=P.decode_reset(body))
         if msg_type == MsgType.STEP_MULTI:
             n = server.num_envs * server.spaces.num_seats
-            return server.execute(owner, msg_type, actions=P.decode_actions(body, n, "STEP_MULTI"))
+            actions = P.decode_actions(body, n, "STEP_MULTI")
+            if not ready:
+                raise server.not_ready(owner, msg_type)
+            return server.execute(owner, msg_type, actions=actions)
         if msg_type == MsgType.OBSERVE and body == b"\x01":
             # protocol.md's all_seats addition: array envs observe one seat per env here
             raise ProtocolError(ErrorCode.UNKNOWN_TYPE, P.OBSERVE_ALL_SEATS_UNSERVED)
@@ -436,6 +515,32 @@ class SocketFrontend:
 
 
 # -- client ---------------------------------------------------------------------------------------
+
+
+def connect_unix(path: str, timeout_s: float) -> socket.socket:
+    """A connected Unix socket. A full listen backlog (``EAGAIN``: a burst of connections
+    the server has not accepted yet) is retried until ``timeout_s``; anything else fails
+    at once (no server there)."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            sock.connect(path)
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() + pause > deadline:
+                raise ConnectionError(
+                    f"the env server at {path} did not accept the connection within "
+                    f"{timeout_s} s (transport.timeout_s): its listen backlog stayed full"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        except OSError as err:
+            sock.close()
+            raise ConnectionError(f"cannot connect to the env server at {path}: {err}") from err
 
 
 class SocketClient:
@@ -450,15 +555,10 @@ class SocketClient:
         once (the shm transport's control plane, a few calls per run)."""
         self.path, self.timeout_s = path, timeout_s
         self._waiting = None if policy is None else (policy, SpinBudget())
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout_s)
-        try:
-            self.sock.connect(path)
-        except OSError as err:
-            self.sock.close()
-            raise ConnectionError(f"cannot connect to the env server at {path}: {err}") from err
+        self.sock = connect_unix(path, timeout_s)
         set_io_timeout(self.sock, timeout_s)
         self._msg_id = 0
+        self._broken: str | None = None  # why this client's connection cannot be trusted
         version, self.server_name = P.decode_hello_reply(
             self.call(MsgType.HELLO, P.encode_hello_request())
         )
@@ -468,11 +568,19 @@ class SocketClient:
 
     def call(self, msg_type: int, body: bytes = b"", expected: int = UNKNOWN_REPLY) -> memoryview:
         """Send one request and return its reply's body (``expected``: its likely size)."""
+        if self._broken is not None:
+            raise ProtocolError(
+                ErrorCode.INTERNAL,
+                f"this client timed out earlier ({self._broken}) and closed its connection "
+                "(a late reply would answer the wrong request): connect again",
+            )
         self._msg_id = (self._msg_id + 1) & 0xFFFFFFFF
         try:
             send_frame(self.sock, msg_type, self._msg_id, body)
             reply_type, reply_id, reply = recv_reply(self.sock, expected, self._waiting)
         except (TimeoutError, BlockingIOError) as err:  # BlockingIOError: SO_RCVTIMEO ran out
+            self._broken = f"{MsgType(msg_type).name} after {self.timeout_s} s"
+            self.sock.close()
             raise ProtocolError(
                 ErrorCode.INTERNAL,
                 f"env server at {self.path} did not answer "

@@ -28,6 +28,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from meeple.cli.parsing import OneLineParser
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple_native import mahjong as _mj
@@ -215,7 +216,7 @@ _ROLES = ("challenger", "opponent", "baseline")
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m meeple_mahjong.duplicate", description=__doc__.split("\n\n")[0]
     )
     players = (f"{', '.join(BOTS)} (bots), a checkpoint (.pt) or run directory, or "

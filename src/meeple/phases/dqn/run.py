@@ -19,8 +19,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from meeple.callbacks.progress import LINE_WIDTH
 from meeple.envs.pettingzoo import AgentSpec, agent_specs, make_pettingzoo_env
 from meeple.errors import ConfigError
+from meeple.logs import is_terminal
 from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model
 from meeple.phases.dqn.evaluation import evaluate
 from meeple.phases.dqn.learner import update_budget
@@ -34,6 +36,7 @@ from meeple.tracking import keys
 
 log = logging.getLogger("meeple")
 RETURN_WINDOW = 20  # episodes in the running mean shown and logged as train/episode_return
+PLAIN_EVERY_S = 10.0  # a plain progress line (log file or pipe) at most this often, and the last
 
 
 @dataclass
@@ -167,10 +170,19 @@ class RunMonitor:
     """Turns worker reports into MLflow metrics (one curve per agent) and a live progress line."""
 
     def __init__(
-        self, agents: Sequence[str], total_steps: int, logger=None, progress: Progress | None = None
+        self,
+        agents: Sequence[str],
+        total_steps: int,
+        logger=None,
+        progress: Progress | None = None,
+        plain_every_s: float | None = None,
     ):
+        """``progress``: a rich bar (a terminal); ``plain_every_s``: instead, a plain line of at
+        most 80 characters at most this often (a log file or pipe, where a bar cannot redraw)."""
         self.agents = list(agents)
         self.logger, self.progress = logger, progress
+        self.total_steps, self.plain_every_s = total_steps, plain_every_s
+        self._last_line = float("-inf")
         self.task = progress.add_task("independent DQN", total=total_steps) if progress else None
         self.returns: dict[str, deque[float]] = {a: deque(maxlen=RETURN_WINDOW) for a in agents}
         self.history: dict[str, list[tuple[int, float]]] = defaultdict(
@@ -219,6 +231,16 @@ class RunMonitor:
             )
         if self.progress is not None:
             self.progress.update(self.task, completed=self.env_steps, description=self.describe())
+        elif self.plain_every_s is not None:
+            now = time.perf_counter()
+            if now - self._last_line >= self.plain_every_s or self.env_steps >= self.total_steps:
+                self._last_line = now
+                print(self.plain_line(now - self.t0), flush=True)
+
+    def plain_line(self, elapsed_s: float) -> str:
+        """``env steps 1200/30000 14s agent_0: return -21.3 upd 310 | ...``, cut at 80."""
+        line = f"env steps {self.env_steps}/{self.total_steps} {elapsed_s:.0f}s {self.describe()}"
+        return line[:LINE_WIDTH]
 
     def describe(self) -> str:
         parts = []
@@ -251,9 +273,14 @@ def train_independent(
         len(run.agents),
         run.seeds.master,
     )
-    progress = make_progress() if show_progress else None
+    # a rich bar on a terminal; in a log file or pipe it cannot redraw: plain lines instead
+    progress = make_progress() if show_progress and is_terminal() else None
     monitor = RunMonitor(
-        run.agent_names, run.phase.total_env_steps, logger=logger, progress=progress
+        run.agent_names,
+        run.phase.total_env_steps,
+        logger=logger,
+        progress=progress,
+        plain_every_s=PLAIN_EVERY_S if show_progress and progress is None else None,
     )
     t0 = time.perf_counter()
     try:
