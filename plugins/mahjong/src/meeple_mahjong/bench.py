@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 
 def _meeple_python(games: int, seed: int) -> dict[str, Any]:
