@@ -100,7 +100,8 @@ def plan_run(cfg: DictConfig) -> Plan:
                           f"accepted: a start at or before the stop in {order}")
     _check_collector_used(cfg, stages[start:stop + 1])
     _check_checkpoints(identity, checkpoints, stages)
-    source = SourceRun(run=None if pipeline is None else pipeline.get("source"),
+    named = None if pipeline is None else pipeline.get("source")
+    source = SourceRun(run=None if named is None else str(named),
                        experiment=str((pipeline or {}).get("source_experiment") or identity.experiment))
     return Plan(stages, start, stop, identity, checkpoints, tracking_plan(cfg), source,
                 in_sweep=OmegaConf.select(cfg, "trial.number") is not None)

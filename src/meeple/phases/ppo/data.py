@@ -55,6 +55,12 @@ class RolloutLearner:
     prepare_env: Callable[[EnvBase], None] | None = None  # in-process envs: called on each before its first reset
     remote_env_hook: Callable[[], Any] | None = None  # collector=ray: steers the actors' envs per rollout
 
+    @property
+    def device(self) -> torch.device:
+        """Where the policy sits now (Lightning moves the module, and so the policy, before the
+        first rollout)."""
+        return next(self.policy.parameters()).device
+
 
 class RolloutDataModule(SeedStreams, L.LightningDataModule):
     def __init__(
@@ -142,7 +148,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             env_fns,
             learner.policy,
             frames_per_batch=self.frames_per_batch,
-            policy_device=self.trainer.strategy.root_device,
+            policy_device=self.learner.device,
             options=self.collector_options,
             restart_fn=self._replacement_env_fn,
             env_hook=env_hook,
@@ -243,7 +249,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         rollout = next(self._batches)
         collect_s = time.perf_counter() - start
         rollout["policy_version"] = torch.full(rollout.batch_size, self.policy_version, dtype=torch.int64)
-        rollout = self.learner.advantages(rollout.to(self.trainer.strategy.root_device))
+        rollout = self.learner.advantages(rollout.to(self.learner.device))
         world = self.trainer.world_size
         if world > 1 and self.ranks is None:
             self.ranks = _gather_rank_info(self, rollout)
