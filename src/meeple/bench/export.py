@@ -33,10 +33,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from meeple.bench.ppo import git_state
 from meeple.config.compose import conf_dir
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 BATCHES = (1, 64)
 

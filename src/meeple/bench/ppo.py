@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 IMPLS = ("meeple", "torchrl", "plain")
 DEFAULT_SEEDS = (1, 2, 3)
@@ -186,19 +187,6 @@ def machine_info() -> dict[str, Any]:
         "gymnasium": gymnasium.__version__,
         "torch_threads_per_run": 1,
     }
-
-
-def git_state() -> dict[str, Any]:
-    """HEAD and the uncommitted changes the runs measured (the tree may be shared)."""
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        return out.stdout if out.returncode == 0 else ""
-
-    try:
-        return {"sha": git("rev-parse", "HEAD").strip() or "unknown",
-                "uncommitted": git("status", "--porcelain").splitlines()}
-    except (OSError, subprocess.SubprocessError):
-        return {"sha": "unknown", "uncommitted": []}
 
 
 # -- report ----------------------------------------------------------------------------

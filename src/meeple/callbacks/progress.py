@@ -34,8 +34,13 @@ def shown_metrics(metrics: dict[str, Any], pl_module: Any) -> dict[str, Any]:
     return shown
 
 
-class MeepleProgressBar(RichProgressBar):
+class StageLabel:
+    """A progress display that shows which stage of a pipeline is running (the stage sets it)."""
+
     stage_label: str | None = None  # "2/3 ppo": which stage of how many is running
+
+
+class MeepleProgressBar(StageLabel, RichProgressBar):
 
     def _get_train_description(self, current_epoch: int) -> str:
         description = super()._get_train_description(current_epoch)
@@ -45,11 +50,9 @@ class MeepleProgressBar(RichProgressBar):
         return shown_metrics(super().get_metrics(trainer, pl_module), pl_module)
 
 
-class PlainProgress(ProgressBar):
+class PlainProgress(StageLabel, ProgressBar):
     """``epoch 3/10 step 120 12s return=21.3 eval_return=20 loss=0.213``, one line per epoch
     (no carriage returns, no escapes), cut at 80 characters."""
-
-    stage_label: str | None = None  # "2/3 ppo": which stage of how many is running
 
     def __init__(self, min_interval_s: float = 10.0) -> None:
         super().__init__()

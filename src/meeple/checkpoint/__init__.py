@@ -3,7 +3,8 @@
 See docs/checkpoints.md. ``io`` (the atomic save/verify/load protocol and Lightning's
 ``CheckpointIO``), ``run_dir`` (layout), ``retention``, ``pool`` (league models),
 ``rng`` (generator states), ``callback`` (saving at rollout boundaries, gates, resume
-selection) and ``session`` (what ``train.py`` sets up from the config).
+selection) and ``session`` (the run directory, master seed and resume, set up from the run
+plan's records: ``meeple.config.run``).
 """
 
 from meeple.checkpoint.io import (

@@ -13,51 +13,49 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from meeple.checkpoint.callback import RolloutCheckpoint, select_resume_checkpoint
 from meeple.checkpoint.io import AtomicCheckpointIO, write_text_atomic
 from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
+from meeple.config.run import CheckpointPolicy, RunIdentity, TrackingPlan
 from meeple.errors import ConfigError
 from meeple.seeding import resolve_master_seed
 
 log = logging.getLogger(__name__)
 
-# Run-control keys: how to start, not what to train (left out of comparisons and MLflow params).
-RUN_CONTROL_KEYS = ("resume", "resume_dir")
 DONE_FILE = "done.json"
 RANKS_FILE = "ranks.json"
 
 
 class RunSession:
-    """Built from the root config before anything else (it fixes the master seed);
+    """Built from the run plan's records before anything else (it fixes the master seed);
     :meth:`open` writes the run directory once every stage is known to build."""
 
-    def __init__(self, cfg: DictConfig, *, stages: list[str], follow: RunDirectory | None = None) -> None:
-        self.ckpt_cfg = cfg.checkpoint
-        self.resumed = bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None
-        self.root = Path(self.ckpt_cfg.root)
+    def __init__(self, identity: RunIdentity, policy: CheckpointPolicy, tracking: TrackingPlan, *,
+                 stages: list[str], follow: RunDirectory | None = None) -> None:
+        self.identity, self.tracking = identity, tracking
+        self.resumed = identity.resume
+        self.root = policy.root
         self.stages = stages
         self.io = AtomicCheckpointIO(background=True)  # saves at rollout ends overlap training
         self.run: RunDirectory | None = None
-        self._new_run = dict(experiment=str(cfg.experiment_name), task=str(cfg.task_name))
         # A rank > 0 of a multi-process run reads rank 0's run directory and writes nothing.
         self.writes = follow is None
         if follow is not None:
             self.run, self.master_seed = follow, follow.master_seed
         elif self.resumed:
-            self.run = _find_run(cfg, self.root, **self._new_run)
+            self.run = _find_run(identity, self.root)
             self.master_seed = self.run.master_seed
-            if _seed_given(cfg) and int(cfg.seed) != self.master_seed:
-                log.warning("seed=%s ignored: resuming run %s with its master seed %d", cfg.seed, self.run.run_id,
-                            self.master_seed)
+            if identity.seed_given and identity.seed != self.master_seed:
+                log.warning("seed=%s ignored: resuming run %s with its master seed %d", identity.seed,
+                            self.run.run_id, self.master_seed)
         else:
-            self.master_seed = resolve_master_seed(cfg.seed)
+            self.master_seed = resolve_master_seed(identity.seed)
 
     def open(self) -> RunDirectory:
         """Create the run directory (a new run) and return it."""
         if self.run is None:
-            self.run = RunDirectory.create(self.root, master_seed=self.master_seed, **self._new_run)
+            self.run = RunDirectory.create(self.root, master_seed=self.master_seed,
+                                           experiment=self.identity.experiment, task=self.identity.task)
         return self.run
 
     # -- stages ------------------------------------------------------------------------------
@@ -77,25 +75,26 @@ class RunSession:
         if self.writes:
             write_text_atomic(self.run.phase_dir(index) / RANKS_FILE, json.dumps(ranks, indent=2) + "\n")
 
-    def checkpoints(self, index: int, cfg: DictConfig, *, gate: str | None) -> PhaseCheckpoints:
-        """Stage ``index``'s checkpoint folder: what to resume from and the Trainer callback."""
-        return PhaseCheckpoints(self, index, cfg, gate=gate)
+    def checkpoints(self, index: int, policy: CheckpointPolicy, config: dict[str, Any]) -> PhaseCheckpoints:
+        """Stage ``index``'s checkpoint folder: what to resume from and the Trainer callback
+        (``config``: the resolved config its checkpoints record)."""
+        return PhaseCheckpoints(self, index, policy, config)
 
     # -- MLflow ------------------------------------------------------------------------------
-    def mlflow_run(self, index: int | None, tracking_uri: str | None) -> str | None:
+    def mlflow_run(self, index: int | None) -> str | None:
         """The MLflow run to continue: the pipeline's (index None) or a stage's, same store only."""
-        if self.run.mlflow_tracking_uri != tracking_uri:
+        if self.run.mlflow_tracking_uri != self.tracking.uri:
             return None
         return self.run.mlflow_run_id if index is None else self.run.stage_mlflow_runs.get(str(index))
 
-    def record_mlflow_run(self, index: int | None, run_id: str | None, tracking_uri: str | None) -> None:
+    def record_mlflow_run(self, index: int | None, run_id: str | None) -> None:
         if not run_id or not self.writes:
             return
         if index is None:
             self.run.mlflow_run_id = run_id
         else:
             self.run.stage_mlflow_runs[str(index)] = run_id
-        self.run.mlflow_tracking_uri = tracking_uri
+        self.run.mlflow_tracking_uri = self.tracking.uri
         self.run.save()
 
 
@@ -103,7 +102,7 @@ class PhaseCheckpoints:
     """One stage's checkpoints: ``resume_from`` (None: start the stage from scratch) and the
     :class:`RolloutCheckpoint` callback with the run's :class:`AtomicCheckpointIO`."""
 
-    def __init__(self, session: RunSession, index: int, cfg: DictConfig, *, gate: str | None) -> None:
+    def __init__(self, session: RunSession, index: int, policy: CheckpointPolicy, config: dict[str, Any]) -> None:
         run = session.run
         self.io = session.io
         self.resume_from: Path | None = None
@@ -112,22 +111,21 @@ class PhaseCheckpoints:
             self.resume_from = select_resume_checkpoint(folder, index, self.io)
         if self.resume_from is not None:
             log.info("resuming run %s from %s", run.path, self.resume_from.name)
-            _warn_config_changes(self.io.peek(self.resume_from).get("config"), cfg)
+            _warn_config_changes(self.io.peek(self.resume_from).get("config"), config)
         elif session.resumed:
             log.warning("run %s has no checkpoint of phase %d yet: starting it from the beginning", run.path, index)
         if session.writes:
             run.prepare(index)
-        ckpt = cfg.checkpoint
         self.callback = RolloutCheckpoint(
             run,
             phase=index,
-            every_n_rollouts=int(ckpt.every_n_rollouts),
-            min_interval_s=float(ckpt.get("min_interval_s", 0.0)),
-            keep=int(ckpt.keep),
-            monitor=ckpt.get("monitor"),
-            mode=str(ckpt.get("mode", "max")),
-            gate=gate,
-            config=run_config(cfg),
+            every_n_rollouts=policy.every_n_rollouts,
+            min_interval_s=policy.min_interval_s,
+            keep=policy.keep,
+            monitor=policy.monitor,
+            mode=policy.mode,
+            gate=policy.gate,
+            config=config,
         )
 
 
@@ -142,38 +140,33 @@ def read_done(run: RunDirectory, index: int) -> dict[str, Any] | None:
         raise ConfigError(f"{path} is unreadable ({err}); delete it to run stage {index} again") from None
 
 
-def start_session(cfg: DictConfig, *, stages: list[str]) -> RunSession | None:
-    """The run's checkpointing (nothing written yet), or None when checkpoints are off."""
-    ckpt_cfg = cfg.get("checkpoint")
-    if not ckpt_cfg or not ckpt_cfg.get("enabled", False):
-        if bool(cfg.get("resume", False)) or cfg.get("resume_dir") is not None:
-            raise ConfigError("resume=true needs checkpoints; accepted: checkpoint=default (not checkpoint=none)")
-        if len(stages) > 1:
-            raise ConfigError(f"a pipeline ({' -> '.join(stages)}) needs checkpoints: each stage starts from the "
-                              "previous stage's gate file; accepted: checkpoint=default (not checkpoint=none)")
-        return None
-    return RunSession(cfg, stages=stages)
+def start_session(identity: RunIdentity, policy: CheckpointPolicy | None, tracking: TrackingPlan, *,
+                  stages: list[str]) -> RunSession | None:
+    """The run's checkpointing (nothing written yet), or None when it keeps no checkpoints (the
+    plan has refused a resume or a pipeline without them)."""
+    return None if policy is None else RunSession(identity, policy, tracking, stages=stages)
 
 
-def follow_session(cfg: DictConfig, *, stages: list[str], run_dir: str | None, rank: int) -> RunSession | None:
+def follow_session(identity: RunIdentity, policy: CheckpointPolicy | None, tracking: TrackingPlan, *,
+                   stages: list[str], run_dir: str | None, rank: int) -> RunSession | None:
     """Rank ``rank`` > 0's view of rank 0's checkpointing: rank 0's run directory (``run_dir``),
     read only; None when the run keeps no checkpoints."""
-    ckpt_cfg = cfg.get("checkpoint")
-    if not ckpt_cfg or not ckpt_cfg.get("enabled", False):
+    if policy is None:
         return None
     if run_dir is None:
         raise ConfigError(f"rank {rank} of a multi-process run needs rank 0's run directory in MEEPLE_RUN_DIR "
                           "(rank 0 sets it for the processes it starts; on another machine set it to the "
                           "directory rank 0 printed, on a filesystem both share: docs/scaling.md)")
-    return RunSession(cfg, stages=stages, follow=RunDirectory.open(run_dir))
+    return RunSession(identity, policy, tracking, stages=stages, follow=RunDirectory.open(run_dir))
 
 
-def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDirectory:
-    if cfg.get("resume_dir") is not None:
-        run = RunDirectory.open(cfg.resume_dir)
+def _find_run(identity: RunIdentity, root: Path) -> RunDirectory:
+    experiment, task = identity.experiment, identity.task
+    if identity.resume_dir is not None:
+        run = RunDirectory.open(identity.resume_dir)
         if run.experiment != experiment:
             raise ConfigError(
-                f"resume_dir={cfg.resume_dir} is a run of experiment {run.experiment!r}, not {experiment!r}; "
+                f"resume_dir={identity.resume_dir} is a run of experiment {run.experiment!r}, not {experiment!r}; "
                 f"resume it with +experiment={run.experiment} (or the same overrides it was started with)"
             )
         return run
@@ -186,25 +179,10 @@ def _find_run(cfg: DictConfig, root: Path, experiment: str, task: str) -> RunDir
     return run
 
 
-def _seed_given(cfg: DictConfig) -> bool:
-    """Whether the user chose a seed (the command line), not just the root default ``seed: 1``."""
-    from meeple.config.overrides import command_line_values
-
-    return cfg.seed is not None and any(key == "seed" for key, _ in command_line_values())
-
-
-def run_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config a checkpoint records (without run-control keys)."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    for key in RUN_CONTROL_KEYS:
-        resolved.pop(key, None)
-    return resolved
-
-
-def _warn_config_changes(saved: dict[str, Any] | None, cfg: DictConfig) -> None:
+def _warn_config_changes(saved: dict[str, Any] | None, config: dict[str, Any]) -> None:
     if saved is None:
         return
-    changed = sorted(_diff(saved, run_config(cfg)))
+    changed = sorted(_diff(saved, config))
     if changed:
         log.warning("resuming with a config that differs from the checkpoint's at: %s", ", ".join(changed))
 

@@ -11,12 +11,12 @@ side measured for the rollout: Lightning's ``self.log`` costs ~0.2 ms per key an
 
 from __future__ import annotations
 
-import math
 import time
 
 import lightning as L
 import torch
 
+from meeple.phases.lr_schedule import lr_factor
 from meeple.tracking.keys import TRAIN_RETURN
 
 # Shown in the progress bar at the end of each rollout (see callbacks/progress.py).
@@ -31,6 +31,7 @@ class RolloutModule(L.LightningModule):
         self._sums: dict[str, torch.Tensor] = {}
         self._count = 0
         self.live: dict[str, torch.Tensor] = {}  # latest minibatch values for the progress bar
+        self.warmup = (0, 1.0)  # learning-rate warm-up: (rollouts, start fraction); see set_warmup
 
     def optimize(self, loss: torch.Tensor) -> torch.Tensor:
         """One optimiser step: zero grads, backward (precision-aware), clip by norm, step.
@@ -62,19 +63,10 @@ class RolloutModule(L.LightningModule):
         """``optimizer`` alone, or with its learning rate decayed to zero over the run (``decay``:
         ``linear``, ``cosine``; ``constant`` keeps it) and/or warmed up; stepped once per epoch,
         i.e. per rollout (see ``on_train_epoch_end``)."""
-        if decay not in ("linear", "cosine", "constant"):
-            raise ValueError(f"learning-rate decay {decay!r}; accepted: linear, cosine, constant")
-        warm_epochs, start = getattr(self, "warmup", (0, 1.0))
+        warm_epochs, start = self.warmup
+        factor = lr_factor(max(int(self.trainer.max_epochs or 1), 1), decay, warmup=warm_epochs, start=start)
         if decay == "constant" and warm_epochs == 0:
             return optimizer
-        epochs = max(int(self.trainer.max_epochs or 1), 1)
-
-        def factor(e: int) -> float:
-            warm = start + (1.0 - start) * min(e / warm_epochs, 1.0) if warm_epochs else 1.0
-            left = max(1.0 - e / epochs, 0.0)
-            return warm * {"linear": left, "cosine": 0.5 * (1.0 + math.cos(math.pi * (1.0 - left))),
-                           "constant": 1.0}[decay]
-
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 

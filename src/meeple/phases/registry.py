@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from omegaconf import DictConfig
@@ -22,6 +23,17 @@ from meeple.errors import ConfigError
 # collector.type groups (meeple.data.collectors.COLLECTOR_TYPES; not imported: it needs torch).
 IN_PROCESS = ("auto", "sync")
 ALL_COLLECTORS = (*IN_PROCESS, "multisync", "ray")
+
+
+class Hook(StrEnum):
+    """What a stage's run does to a phase's module besides fitting it; a kind declares the
+    hooks its module has (``PhaseKind.hooks``), the plan checks a config asks for no other,
+    and the stage calls only those (``meeple.phases.hooks`` has their signatures)."""
+
+    TEACHER = "teacher"  # set_teacher(checkpoint, file): a frozen teacher (transition.teacher)
+    WARMUP = "warmup"  # set_warmup(epochs, start_fraction): the learning rate warms up (transition.warmup)
+    REFERENCE = "reference"  # wants_reference(), set_reference_from_actor(): KL to the carried actor (phase.reference_kl)
+    RUN_FOLDER = "run_folder"  # use_run_folder(folder, stage_index): files of its own in the run directory
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,9 @@ class PhaseKind:
     collectors: tuple[str, ...] | None = IN_PROCESS
     # its envs come from env_factory (so transport= may put them in an env server)
     remote_envs: bool = False
+    hooks: frozenset[Hook] = frozenset()
+    # Whether the phase keeps checkpoints and writes a gate (one that does not runs alone, never resumed).
+    checkpoints: bool = True
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.run is None):
@@ -79,12 +94,14 @@ def _kinds() -> dict[str, PhaseKind]:
     from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
     actor_critic = ("meeple.nets.actor_critic.build_actor_critic", "meeple.nets.planes.build_planes_actor_critic")
+    ppo_hooks = frozenset({Hook.WARMUP, Hook.REFERENCE})  # PPOModule's, and so every module built on it
     kinds = [
         PhaseKind("ppo", PPOPhase, check_ppo, build="meeple.phases.ppo.build:build_ppo", models=actor_critic,
                   model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=ALL_COLLECTORS,
-                  remote_envs=True),
+                  remote_envs=True, hooks=ppo_hooks),
         PhaseKind("packed_ppo", PackedPPOPhase, check_packed_ppo, build="meeple.phases.packed_ppo.build:build_packed_ppo",
-                  models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn"),
+                  models=("meeple.nets.packed_cnn.build_packed_cnn",), model_hint="packed_cnn",
+                  hooks=frozenset({Hook.WARMUP})),
         PhaseKind("alphazero", AlphaZeroPhase, check_alphazero, build="meeple.phases.alphazero.build:build_alphazero",
                   models=("meeple.nets.az_resnet.build_az_resnet",), model_hint="az_resnet", distributed=True,
                   collectors=(*IN_PROCESS, "ray")),
@@ -92,11 +109,11 @@ def _kinds() -> dict[str, PhaseKind]:
                   model_hint="mlp", model_kind=ACTOR_CRITIC, distributed=True, collectors=None, remote_envs=True),
         PhaseKind("distill", DistillPhase, check_distill, build="meeple.phases.distill.build:build_distill",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=ALL_COLLECTORS,
-                  remote_envs=True),
+                  remote_envs=True, hooks=ppo_hooks | {Hook.TEACHER}),
         PhaseKind("league", LeaguePhase, check_league, build="meeple.phases.league.build:build_league",
                   models=actor_critic, model_hint="mlp", model_kind=ACTOR_CRITIC, collectors=(*IN_PROCESS, "ray"),
-                  remote_envs=True),
-        PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage"),
+                  remote_envs=True, hooks=ppo_hooks | {Hook.RUN_FOLDER}),
+        PhaseKind("dqn", DQNPhase, check_dqn, run="meeple.phases.dqn.run:run_dqn_stage", checkpoints=False),
     ]
     return {kind.name: kind for kind in kinds}
 

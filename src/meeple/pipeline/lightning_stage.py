@@ -19,9 +19,11 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig
 
+from meeple.callbacks.progress import StageLabel
 from meeple.distributed import resume_hint, world_size
 from meeple.errors import ConfigError, PeerLost
 from meeple.logs import quiet_library_output
+from meeple.phases.hooks import check_hooks
 from meeple.phases.registry import phase_kind
 from meeple.seeding import Component, PhaseSeeds, seed_process
 from meeple.tracking.keys import EVAL_RETURN
@@ -45,7 +47,9 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
     # More intra-op threads than cores only adds contention (a GPU profile on a small host).
     torch.set_num_threads(min(hw.torch_threads, os.cpu_count() or 1))
     torch.set_float32_matmul_precision(hw.matmul_precision)
-    parts = phase_kind(cfg.phase.name).builder()(cfg, typed, seeds)
+    kind = phase_kind(cfg.phase.name)
+    parts = kind.builder()(cfg, typed, seeds)
+    check_hooks(kind, parts.module)  # what the stage will call on it (runner, transition)
 
     # The phase's required callbacks first (e.g. AlphaZero's gate before evaluations), then the
     # ones its yaml names, then the run's bag; a phase's callback replaces the bag's of that name.
@@ -85,7 +89,7 @@ def _strategy(hw: Any) -> Any:
 def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: Any, label: str) -> tuple[dict, int]:
     """Train one stage; return its final metrics and the optimiser steps it took in all."""
     progress = build.callbacks.get("progress")
-    if progress is not None and hasattr(progress, "stage_label"):
+    if isinstance(progress, StageLabel):
         progress.stage_label = label
     quiet_library_output()  # now that the phase imported torchrl
     seed_process(build.seeds.seed(Component.DATA))  # action sampling in the collector

@@ -6,7 +6,10 @@ stages under ``pipeline.stages.<name>`` (each with a ``phase``, a ``transition``
 any other root key it changes, e.g. ``model`` or ``checkpoint``) and their order in
 ``pipeline.order``. Every stage's config is the root with those keys replaced, then the phase's
 ``debug.<mode>`` sizes merged in (``debug=tiny``), then the user's command-line values applied
-again so that they win. All stages are validated before any work starts.
+again so that they win. All stages are validated before any work starts, each once.
+
+Besides the stages, the plan holds the run's typed records (``meeple.config.run``): its identity,
+checkpointing and tracking. The run session and the runner read those, never the config.
 
 Words: a *phase kind* is a learning algorithm (``phase.name``: ppo, bc, ...); a *stage* is a
 position in the pipeline (index, name) that runs one phase kind.
@@ -21,9 +24,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from meeple.config.overrides import command_line_values, searched_keys
+from meeple.config.run import (
+    CheckpointPolicy,
+    RunIdentity,
+    TrackingPlan,
+    checkpoint_policy,
+    run_identity,
+    tracking_plan,
+)
 from meeple.config.schema import gate_conditions
 from meeple.errors import ConfigError
-from meeple.phases.registry import PhaseKind, phase_kind, validate
+from meeple.phases.registry import Hook, PhaseKind, phase_kind, validate
 
 STAGE_KEYS = ("phase", "transition")  # every stage has these; any other key patches the root
 
@@ -35,10 +46,20 @@ class Stage:
     cfg: DictConfig  # a single-phase config (no `pipeline` key), debug sizes applied
     kind: PhaseKind
     typed: dict[str, Any]  # validated hardware / phase / transition
+    checkpoint: CheckpointPolicy | None = None  # None: the run keeps no checkpoints
 
     @property
     def label(self) -> str:
         return f"phase {self.index} ({self.name})"
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """Where the gates of the stages before ``pipeline.start`` come from: ``run`` (a run
+    directory), or the newest run of ``experiment`` that has them."""
+
+    run: str | None
+    experiment: str
 
 
 @dataclass
@@ -46,6 +67,11 @@ class Plan:
     stages: list[Stage]
     start: int  # first stage this invocation runs (pipeline.start); earlier ones come from a gate
     stop: int  # last stage it runs (pipeline.stop), inclusive
+    identity: RunIdentity
+    checkpoints: CheckpointPolicy | None  # the root's (None: no checkpoints, no run directory)
+    tracking: TrackingPlan
+    source: SourceRun
+    in_sweep: bool  # a sweep's trial (it cannot start learner processes of its own)
 
     @property
     def is_pipeline(self) -> bool:
@@ -53,26 +79,53 @@ class Plan:
 
 
 def plan_run(cfg: DictConfig) -> Plan:
-    """The validated stages of ``cfg`` (raises ConfigError naming the stage and key)."""
-    _check_run_keys(cfg)
+    """The validated stages of ``cfg`` and its run records (raises ConfigError naming the stage
+    and key)."""
+    identity, checkpoints = run_identity(cfg), checkpoint_policy(cfg)
     pipeline = cfg.get("pipeline")
     if pipeline is None:
-        stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {})]
-        _check_starts(stages)
-        _check_collector_used(cfg, stages)
-        return Plan(stages, 0, 0)
-    order = _order(pipeline)
-    stages = [_stage(cfg, i, name, pipeline.stages[name]) for i, name in enumerate(order)]
-    start = _position(order, pipeline.get("start"), "pipeline.start", default=0)
-    stop = _position(order, pipeline.get("stop"), "pipeline.stop", default=len(order) - 1)
-    if only := pipeline.get("only"):
-        start = stop = _position(order, only, "pipeline.only", default=0)
+        stages = [_stage(cfg, 0, str(OmegaConf.select(cfg, "phase.name")), {}, count=1, keeps=checkpoints)]
+        order, start, stop = [stages[0].name], 0, 0
+    else:
+        order = _order(pipeline)
+        stages = [_stage(cfg, i, name, pipeline.stages[name], count=len(order), keeps=checkpoints)
+                  for i, name in enumerate(order)]
+        start = _position(order, pipeline.get("start"), "pipeline.start", default=0)
+        stop = _position(order, pipeline.get("stop"), "pipeline.stop", default=len(order) - 1)
+        if only := pipeline.get("only"):
+            start = stop = _position(order, only, "pipeline.only", default=0)
     _check_starts(stages)
     if start > stop:
         raise ConfigError(f"pipeline.start={order[start]!r} comes after pipeline.stop={order[stop]!r}; "
                           f"accepted: a start at or before the stop in {order}")
     _check_collector_used(cfg, stages[start:stop + 1])
-    return Plan(stages, start, stop)
+    _check_checkpoints(identity, checkpoints, stages)
+    named = None if pipeline is None else pipeline.get("source")
+    source = SourceRun(run=None if named is None else str(named),
+                       experiment=str((pipeline or {}).get("source_experiment") or identity.experiment))
+    return Plan(stages, start, stop, identity, checkpoints, tracking_plan(cfg), source,
+                in_sweep=OmegaConf.select(cfg, "trial.number") is not None)
+
+
+def _check_checkpoints(identity: RunIdentity, checkpoints: CheckpointPolicy | None, stages: list[Stage]) -> None:
+    """What needs checkpoints has them, and a phase that keeps none is not asked to resume or to
+    hand a gate on."""
+    if checkpoints is None:
+        if identity.resume:
+            raise ConfigError("resume=true needs checkpoints; accepted: checkpoint=default (not checkpoint=none)")
+        if len(stages) > 1:
+            raise ConfigError(f"a pipeline ({' -> '.join(s.name for s in stages)}) needs checkpoints: each stage "
+                              "starts from the previous stage's gate file; accepted: checkpoint=default (not "
+                              "checkpoint=none)")
+    for stage in stages:
+        if stage.kind.checkpoints:
+            continue
+        if len(stages) > 1:
+            raise ConfigError(f"phase={stage.kind.name} runs alone for now (it writes no checkpoint or gate a next "
+                              "stage could start from); accepted: a single-stage experiment")
+        if identity.resume:
+            raise ConfigError(f"phase={stage.kind.name} has no checkpoints to resume from yet; accepted: "
+                              "resume=false")
 
 
 def _check_collector_used(cfg: DictConfig, running: list[Stage]) -> None:
@@ -85,28 +138,6 @@ def _check_collector_used(cfg: DictConfig, running: list[Stage]) -> None:
     raise ConfigError(f"collector={ctype}: no stage this run trains collects ({phases} learns from logs, "
                       "so the collector would go unused); accepted: leave collector= out, or run a stage that "
                       "collects (e.g. ppo, alphazero, league)")
-
-
-def _check_run_keys(cfg: DictConfig) -> None:
-    seed = cfg.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ConfigError(f"seed={seed!r} is not allowed; accepted: null (drawn from os.urandom) or an integer "
-                          "in [0, 2**63)")
-    for key in ("resume",):
-        if not isinstance(cfg.get(key), bool):
-            raise ConfigError(f"{key}={cfg.get(key)!r} is not allowed; accepted: true, false")
-    ckpt = cfg.get("checkpoint") or {}
-    if ckpt.get("enabled"):
-        for key in ("keep", "every_n_rollouts"):
-            value = ckpt.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"checkpoint.{key}={value!r} is not allowed; accepted: an integer >= 1")
-        interval = ckpt.get("min_interval_s", 0.0)
-        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval >= 0:
-            raise ConfigError(f"checkpoint.min_interval_s={interval!r} is not allowed; accepted: a number of "
-                              "seconds >= 0")
-        if ckpt.get("mode") not in ("max", "min"):
-            raise ConfigError(f"checkpoint.mode={ckpt.get('mode')!r} is not allowed; accepted: max, min")
 
 
 def _check_starts(stages: list[Stage]) -> None:
@@ -127,10 +158,16 @@ def _check_starts(stages: list[Stage]) -> None:
             if name is not None and name not in earlier:
                 raise ConfigError(f"{stage.label}: transition.{key}={name!r} is not an earlier stage; accepted: "
                                   f"{', '.join(earlier) or '(none: this is the first stage)'}")
-        kl = getattr(stage.typed["phase"], "reference_kl", None)
-        if kl is not None and kl.coef > 0 and "actor" not in transition.carry:
+        hooks = stage.kind.hooks
+        if Hook.REFERENCE in hooks and stage.typed["phase"].reference_kl.coef > 0 and "actor" not in transition.carry:
             raise ConfigError(f"{stage.label}: phase.reference_kl.coef > 0 needs a stage before it whose actor the "
                               "transition carries (transition.carry: [actor, ...]); accepted: coef 0 here")
+        if transition.teacher is not None and Hook.TEACHER not in hooks:
+            raise ConfigError(f"{stage.label}: transition.teacher={transition.teacher!r}: phase={stage.kind.name} "
+                              "takes no teacher; accepted: null, or a distillation phase (phase=distill)")
+        if transition.warmup.epochs > 0 and Hook.WARMUP not in hooks:
+            raise ConfigError(f"{stage.label}: transition.warmup.epochs={transition.warmup.epochs}: "
+                              f"phase={stage.kind.name} has no learning-rate warm-up; accepted: 0")
 
 
 def _order(pipeline: DictConfig) -> list[str]:
@@ -155,14 +192,20 @@ def _position(order: list[str], name: Any, key: str, *, default: int) -> int:
     return order.index(name)
 
 
-def _stage(cfg: DictConfig, index: int, name: str, node: DictConfig | dict) -> Stage:
+def _stage(cfg: DictConfig, index: int, name: str, node: DictConfig | dict, *, count: int,
+           keeps: CheckpointPolicy | None) -> Stage:
+    """Stage ``index`` of ``count``, validated; it keeps checkpoints when the run does (``keeps``),
+    with its own values of them."""
     stage_cfg = stage_config(cfg, name, node)
     where = f"stage {name!r}: " if cfg.get("pipeline") is not None else ""
     try:
         typed = validate(stage_cfg)
+        # A pipeline's stage copies its best checkpoint to gates/<stage>.pt for the next one.
+        checkpoint = checkpoint_policy(stage_cfg, gate=name if index < count - 1 else None, enabled=keeps is not None)
     except ConfigError as err:
         raise ConfigError(f"{where}{err}") from None
-    return Stage(index=index, name=name, cfg=stage_cfg, kind=phase_kind(stage_cfg.phase.name), typed=typed)
+    return Stage(index=index, name=name, cfg=stage_cfg, kind=phase_kind(stage_cfg.phase.name), typed=typed,
+                 checkpoint=checkpoint)
 
 
 def stage_config(cfg: DictConfig, name: str, node: DictConfig | dict) -> DictConfig:

@@ -1,6 +1,9 @@
 """Run an experiment top to bottom: plan the stages, fix the run directory and master seed,
 open tracking, then each stage in order (transition, build, fit, record).
 
+The plan (``plan_run``) hands typed records on: the session gets the run's identity,
+checkpointing and tracking; each stage its validated config and checkpoint policy.
+
 Every run goes through here; a single-phase run is a pipeline of one stage and behaves as it
 always did (phase index 0, one MLflow run). A multi-stage run gets one MLflow parent run with
 a child per stage, its global step running on across stages.
@@ -13,12 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from meeple.checkpoint.callback import gate_path
 from meeple.checkpoint.io import copy_verified
 from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
 from meeple.checkpoint.session import RunSession, follow_session, read_done, start_session
+from meeple.config.run import TrackingPlan, run_config
 from meeple.config.schema import check_accelerator
 from meeple.distributed import (
     can_launch_ranks,
@@ -47,6 +51,7 @@ class StageContext:
     step_offset: int  # optimiser steps of the stages before it (the global step runs on)
     parent_run_id: str | None  # the pipeline's MLflow run (None for a single stage)
     count: int  # stages in the pipeline
+    tracking: TrackingPlan
     rank: int = 0  # this process's rank in a multi-process run (only rank 0 writes)
 
 
@@ -58,18 +63,18 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
         check_accelerator(stage.typed["hardware"])
     hardware = plan.stages[plan.start].typed["hardware"]
     if world_size(hardware) > 1:
-        _check_can_launch_ranks(cfg, hardware)
+        _check_can_launch_ranks(plan, hardware)
     rank = launched_rank(hardware)
     if rank > 0:  # a process Lightning started for a multi-process run: rank 0 writes everything
-        return _run_as_rank(cfg, plan, rank)
-    session = start_session(cfg, stages=[s.name for s in plan.stages])
-    source = _source_run(cfg, plan, session) if plan.start > 0 and not (session and session.resumed) else None
+        return _run_as_rank(plan, rank)
+    session = start_session(plan.identity, plan.checkpoints, plan.tracking, stages=[s.name for s in plan.stages])
+    source = _source_run(plan, session) if plan.start > 0 and not (session and session.resumed) else None
     if session is not None:
-        master, origin = session.master_seed, "of the resumed run" if session.resumed else _origin(cfg)
+        master, origin = session.master_seed, "of the resumed run" if session.resumed else _origin(plan)
         run = session.open()
         log.info("run directory %s", run.path)
     else:
-        master, origin, run = resolve_master_seed(cfg.seed), _origin(cfg), None
+        master, origin, run = resolve_master_seed(plan.identity.seed), _origin(plan), None
     log.info("master seed %d (%s)", master, origin)
     if world_size(hardware) > 1:  # the ranks Lightning starts at the first fit take these
         share_with_ranks(str(run.path) if run else None, master)
@@ -79,7 +84,7 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
     pipeline_run = _open_pipeline_run(cfg, plan, master, session)
     status, failure = "FAILED", None
     try:
-        metrics = _run_stages(cfg, plan, master, session, pipeline_run, source)
+        metrics = _run_stages(plan, master, session, pipeline_run, source)
         status = "FINISHED"
         return metrics
     except GateFailed as err:
@@ -97,11 +102,11 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
             pipeline_run.finish(status, gate_failure=failure)
 
 
-def _check_can_launch_ranks(cfg: DictConfig, hardware: Any) -> None:
+def _check_can_launch_ranks(plan: Plan, hardware: Any) -> None:
     """Lightning starts the other ranks by running this process's command line again: that must be
     ``python train.py ...`` (one run), not a sweep or a Python session."""
     where = f"hardware={hardware.name} runs {world_size(hardware)} learner processes (strategy=ddp)"
-    if OmegaConf.select(cfg, "trial.number") is not None:
+    if plan.in_sweep:
         raise ConfigError(f"{where}, which a sweep trial cannot start; accepted: a single-process profile in "
                           "sweeps (run more sweep workers instead: docs/scaling.md)")
     if not can_launch_ranks():
@@ -109,35 +114,37 @@ def _check_can_launch_ranks(cfg: DictConfig, hardware: Any) -> None:
                           "Python; accepted here: a single-process profile (e.g. hardware=cpu)")
 
 
-def _run_as_rank(cfg: DictConfig, plan: Plan, rank: int) -> dict[str, float]:
+def _run_as_rank(plan: Plan, rank: int) -> dict[str, float]:
     """Rank ``rank`` > 0 of a multi-process run: the same stages in lockstep with rank 0, in rank
     0's run directory and with its master seed, writing nothing (no run directory, checkpoint
     file, MLflow run or progress bar of its own)."""
     quiet_rank(rank)
-    session = follow_session(cfg, stages=[s.name for s in plan.stages], run_dir=shared_run_dir(), rank=rank)
+    session = follow_session(plan.identity, plan.checkpoints, plan.tracking, stages=[s.name for s in plan.stages],
+                             run_dir=shared_run_dir(), rank=rank)
     master = session.master_seed if session else shared_master_seed(rank)
-    return _run_stages(cfg, plan, master, session, None, None, rank=rank)
+    return _run_stages(plan, master, session, None, None, rank=rank)
 
 
-def _origin(cfg: DictConfig) -> str:
-    return "from config" if cfg.seed is not None else "drawn from os.urandom"
+def _origin(plan: Plan) -> str:
+    return "from config" if plan.identity.seed is not None else "drawn from os.urandom"
 
 
 def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None) -> Any:
-    if not plan.is_pipeline or not cfg.tracking.uri:
+    """The MLflow parent run of a pipeline (``cfg``: what it records as its config)."""
+    if not plan.is_pipeline or not plan.tracking.uri:
         return None
     from meeple.tracking.mlflow import PipelineRun
 
     run_dir = session.run.path if session else None
-    uri = cfg.tracking.uri
     pipeline_run = PipelineRun(cfg, master_seed=master, run_dir=run_dir, stages=[s.name for s in plan.stages],
-                               continue_run_id=session.mlflow_run(None, uri) if session.resumed else None)
-    session.record_mlflow_run(None, pipeline_run.run_id, uri)
-    log.info("MLflow pipeline run %s in %s (experiment %r)", pipeline_run.run_id, uri, cfg.tracking.experiment)
+                               continue_run_id=session.mlflow_run(None) if session.resumed else None)
+    session.record_mlflow_run(None, pipeline_run.run_id)
+    log.info("MLflow pipeline run %s in %s (experiment %r)", pipeline_run.run_id, plan.tracking.uri,
+             plan.tracking.experiment)
     return pipeline_run
 
 
-def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
+def _run_stages(plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
                 source: RunDirectory | None, *, rank: int = 0) -> dict:
     step, metrics = 0, {}
     by_name = {s.name: s for s in plan.stages}
@@ -164,13 +171,13 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
             start = open_start(session.run, transition, previous=previous,
                                source=by_name[transition.source] if transition.source else previous,
                                teacher=by_name[transition.teacher] if transition.teacher else None,
-                               label=stage.label, experiment=str(cfg.experiment_name))
+                               label=stage.label, experiment=plan.identity.experiment)
         if plan.is_pipeline:
             log.info("%s of %d: %s", stage.label, len(plan.stages), stage.kind.name)
         context = StageContext(master, session, start, step, pipeline_run.run_id if pipeline_run else None,
-                               len(plan.stages), rank)
+                               len(plan.stages), plan.tracking, rank)
         if stage.kind.is_lightning:
-            metrics, steps = _run_lightning(stage, stage_cfg, context, last=stage.index == len(plan.stages) - 1)
+            metrics, steps = _run_lightning(stage, stage_cfg, context)
         else:
             metrics, steps = stage.kind.runner()(stage, stage_cfg, context)
         step += steps
@@ -182,23 +189,21 @@ def _run_stages(cfg: DictConfig, plan: Plan, master: int, session: RunSession | 
     return metrics
 
 
-def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last: bool) -> tuple[dict, int]:
+def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext) -> tuple[dict, int]:
+    from meeple.phases.registry import Hook
     from meeple.pipeline.lightning_stage import build_stage, fit_stage
     from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
 
     session = context.session
     build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index, context.rank))
-    context.start.apply(build.module)
-    if session is not None and hasattr(build.module, "use_run_folder"):  # e.g. the league's pool
+    context.start.apply(build.module, stage.kind.hooks)
+    if session is not None and Hook.RUN_FOLDER in stage.kind.hooks:  # e.g. the league's pool
         build.module.use_run_folder(session.run.phase_dir(stage.index), stage.index)
-    # A pipeline's stage copies its best checkpoint to gates/<stage>.pt for the next one.
-    gate = cfg.checkpoint.get("gate") or (stage.name if context.count > 1 and not last else None)
-    checkpoints = session.checkpoints(stage.index, cfg, gate=gate) if session else None
+    checkpoints = session.checkpoints(stage.index, stage.checkpoint, run_config(cfg)) if session else None
 
     pipeline = context.count > 1
     index = stage.index if pipeline else None
-    uri = cfg.tracking.uri
-    continue_id = session.mlflow_run(index, uri) if session and session.resumed else None
+    continue_id = session.mlflow_run(index) if session and session.resumed else None
     if context.rank > 0:  # one MLflow run and one progress bar: rank 0's
         progress = build.callbacks.pop("progress", None)
         build.trainer_kwargs.update(enable_progress_bar=False,
@@ -210,11 +215,12 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext, *, last
         parent_run_id=context.parent_run_id, step_offset=context.step_offset,
     )
     if logger is not None:
-        log_run_config(logger, cfg, master_seed=context.master_seed, log_artifact=cfg.tracking.log_config_artifact,
+        log_run_config(logger, cfg, master_seed=context.master_seed, log_artifact=context.tracking.log_config_artifact,
                        resumed=continue_id is not None)
-        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, uri, cfg.tracking.experiment)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, context.tracking.uri,
+                 context.tracking.experiment)
         if session is not None:
-            session.record_mlflow_run(index, logger.run_id, uri)
+            session.record_mlflow_run(index, logger.run_id)
     label = f"{stage.index + 1}/{context.count} {stage.name}" if pipeline else None
     result = fit_stage(build, cfg, logger=logger, checkpoints=checkpoints, label=label)
     ranks = getattr(build.datamodule, "ranks", None)  # several learner processes: what each one drew
@@ -256,14 +262,14 @@ def _gates_needed(plan: Plan) -> list[str]:
     return [name for name in skipped if name in names]
 
 
-def _source_run(cfg: DictConfig, plan: Plan, session: RunSession | None) -> RunDirectory:
+def _source_run(plan: Plan, session: RunSession | None) -> RunDirectory:
     """The run whose gates the stages before ``pipeline.start`` come from: ``pipeline.source``, or
     the newest run of ``pipeline.source_experiment`` (default: this experiment) that has them all."""
     if session is None:
         raise ConfigError("pipeline.start needs checkpoints; accepted: checkpoint=default")
     gates = [f"gates/{name}.pt" for name in _gates_needed(plan)]
-    experiment = str(cfg.pipeline.get("source_experiment") or cfg.experiment_name)
-    named = cfg.pipeline.get("source")
+    experiment = plan.source.experiment
+    named = plan.source.run
     if named is not None:
         source = RunDirectory.open(named)
         missing = [g for g in gates if not (source.path / g).is_file()]
@@ -271,7 +277,7 @@ def _source_run(cfg: DictConfig, plan: Plan, session: RunSession | None) -> RunD
             raise ConfigError(f"pipeline.source={named} has no {missing[0]}; accepted: a run of experiment "
                               f"{experiment!r} whose stages {', '.join(_gates_needed(plan))} finished")
         return source
-    source = find_latest_run(session.root, experiment=experiment, task=str(cfg.task_name), having=gates)
+    source = find_latest_run(session.root, experiment=experiment, task=plan.identity.task, having=gates)
     if source is None:
         stage = plan.stages[plan.start - 1]
         raise ConfigError(

@@ -9,7 +9,8 @@ warm up from a fraction of its peak.
 
 The weights may come from an earlier stage's gate instead (``source: <stage>``; the gate is
 still checked on the stage just before), and a distillation stage gets a frozen teacher from
-another gate (``teacher: <stage>``, handed to the module's ``set_teacher``). ``widen_inputs``
+another gate (``teacher: <stage>``, handed to the module's ``set_teacher``). The plan has checked
+that the stage's phase kind declares the hooks (``meeple.phases.registry.Hook``) a transition uses. ``widen_inputs``
 lets a network whose stem reads more input planes start from a narrower one's weights.
 """
 
@@ -29,6 +30,7 @@ from meeple.checkpoint.io import CheckpointError, write_text_atomic
 from meeple.checkpoint.run_dir import RunDirectory
 from meeple.config.schema import Gate, Transition, gate_conditions
 from meeple.errors import ConfigError, GateFailed
+from meeple.phases.registry import Hook
 
 log = logging.getLogger(__name__)
 
@@ -46,24 +48,20 @@ class StageStart:
     teacher_file: Path | None = None
     teacher: dict[str, Any] | None = None  # the teacher's gate checkpoint
 
-    def apply(self, module: torch.nn.Module) -> None:
-        """Carry the named weights into ``module``; set up its teacher, warm-up and reference policy."""
+    def apply(self, module: torch.nn.Module, hooks: frozenset[Hook]) -> None:
+        """Carry the named weights into ``module``; set up its teacher, warm-up and reference
+        policy through the ``hooks`` its phase kind declares (the plan refused a transition that
+        needs one the kind lacks)."""
         if self.checkpoint is not None and self.transition.carry:
             carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file,
                           widen_inputs=self.transition.widen_inputs,
                           keep_new=self.transition.keep_new_params)
         if self.teacher is not None:
-            if not hasattr(module, "set_teacher"):
-                raise ConfigError(f"transition.teacher={self.transition.teacher!r}: {type(module).__name__} takes no "
-                                  "teacher; accepted: null, or a distillation phase (phase=distill)")
             module.set_teacher(self.teacher, self.teacher_file)
         warmup = self.transition.warmup
         if warmup.epochs > 0:
-            if not hasattr(module, "set_warmup"):
-                raise ConfigError(f"transition.warmup.epochs={warmup.epochs}: {type(module).__name__} has no "
-                                  "learning-rate warm-up; accepted: 0")
             module.set_warmup(warmup.epochs, warmup.start_fraction)
-        if self.checkpoint is not None and hasattr(module, "wants_reference") and module.wants_reference():
+        if self.checkpoint is not None and Hook.REFERENCE in hooks and module.wants_reference():
             module.set_reference_from_actor()  # plan_run checked that the actor was carried
 
 

@@ -14,7 +14,6 @@ import logging
 import os
 import platform
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import meeple
+from meeple.provenance import git_state
 from meeple.writer_thread import WriterThread
 
 log = logging.getLogger(__name__)
@@ -35,19 +35,6 @@ log = logging.getLogger(__name__)
 # Packages whose versions every run records (tag ``version.<name>``).
 KEY_PACKAGES = ("torch", "torchrl", "tensordict", "lightning", "hydra-core", "optuna", "mlflow", "gymnasium")
 PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests the run under its parent
-
-
-def git_state(cwd: Path | None = None) -> tuple[str, bool]:
-    """(commit sha or 'unknown', dirty flag) of the repository holding meeple."""
-    cwd = cwd or Path(meeple.__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-        if sha.returncode != 0:
-            return "unknown", False
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True, text=True, timeout=5)
-        return sha.stdout.strip(), bool(status.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        return "unknown", False
 
 
 def package_versions() -> dict[str, str]:
@@ -90,8 +77,8 @@ def host_info() -> dict[str, str]:
 
 def environment_tags() -> dict[str, str]:
     """Tags every MLflow run of the project carries (training runs and sweep parents)."""
-    sha, dirty = git_state()
-    return {"git_sha": sha, "git_dirty": str(dirty), **host_info(), **package_versions()}
+    git = git_state()
+    return {"git_sha": git["sha"], "git_dirty": str(bool(git["uncommitted"])), **host_info(), **package_versions()}
 
 
 def run_directory() -> str | None:

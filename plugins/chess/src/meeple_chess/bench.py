@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.seconds <= 0:
         p.error("--seconds must be > 0")
     from meeple.bench import check_device
-    from meeple.bench.ppo import git_state
+    from meeple.provenance import git_state
 
     check_device(p, a.device)
     from meeple.jsonio import write_json_atomic

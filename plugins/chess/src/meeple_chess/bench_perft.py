@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 # name, FEN, depth, published perft count at that depth
 POSITIONS: list[tuple[str, str, list[int]]] = [

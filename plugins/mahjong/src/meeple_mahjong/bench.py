@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 import meeple_mahjong as mj
-from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 
 def _meeple_python(games: int, seed: int) -> dict[str, Any]:

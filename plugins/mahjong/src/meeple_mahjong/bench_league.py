@@ -41,8 +41,8 @@ import numpy as np
 
 import meeple_mahjong as mj
 from meeple.bench import check_device
-from meeple.bench.ppo import git_state
 from meeple.jsonio import write_json_atomic
+from meeple.provenance import git_state
 
 from .bench import _rates, _run, sim_buffers
 

@@ -24,8 +24,8 @@ from torchrl.envs import EnvBase
 
 from meeple.errors import ConfigError
 
-from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH
 from .safety import WAITS
+from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH
 
 HAND_PLANE = 0  # public plane 0: the legal kinds (a hand, as far as this drill goes)
 

@@ -27,9 +27,9 @@ from meeple.nets.actor_critic import MASK_KEY
 from meeple.phases.diagnostics import Member
 from meeple.phases.ppo.module import PPOModule
 
-from .specs import PLANES
 from .net import ORACLE_KEY
 from .safety import avoidable, dealing_actions, discard_kinds
+from .specs import PLANES
 
 
 class OracleTeacherModule(PPOModule):

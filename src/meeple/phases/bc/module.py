@@ -11,7 +11,6 @@ the samples of an epoch and logged once at its end.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
+
+from meeple.phases.lr_schedule import lr_factor
 
 # Metric keys (stable: dashboards, sweeps, early stopping and the pipeline's gates read them).
 LOSS_BC = "loss/bc"
@@ -187,17 +188,7 @@ def warmup_cosine(
 ) -> Callable[[int], float]:
     """LR factor at optimiser step s: linear warm-up over ``warmup * total_steps`` steps, then
     cosine decay to ``floor`` at ``total_steps`` (``schedule='cosine'``) or constant."""
-    warmup_steps = int(warmup * total_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        if schedule == "constant":
-            return 1.0
-        progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
-        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    return factor
+    return lr_factor(total_steps, schedule, warmup=int(warmup * total_steps), floor=floor, warmup_first=True)
 
 
 def shared_trunk(actor: torch.nn.Module, critic: torch.nn.Module) -> torch.nn.Module | None:

@@ -26,11 +26,10 @@ from meeple.logs import is_terminal
 from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model
 from meeple.phases.dqn.evaluation import evaluate
 from meeple.phases.dqn.learner import update_budget
-from meeple.phases.dqn.schema import DQNPhase
+from meeple.phases.dqn.schema import DQNPhase, check_dqn_stage
 from meeple.phases.dqn.shared import SharedModel, make_shared_buffer, transition_template
 from meeple.phases.dqn.state import Report, SharedRunState
 from meeple.phases.dqn.topology import IndependentTopology
-from meeple.phases.registry import validate
 from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
 from meeple.tracking import keys
 
@@ -68,21 +67,16 @@ def dqn_kwargs(phase: DQNPhase) -> dict[str, Any]:
 def build_independent(
     cfg: DictConfig,
     *,
+    typed: dict[str, Any] | None = None,
     actor_target: str | None = None,
     learner_target: str | None = None,
     phase_index: int = 0,
 ) -> IndependentRun:
-    """Validate ``cfg``, probe the env for the agents, and create the shared state and topology."""
-    typed = validate(cfg)
-    phase = typed["phase"]
-    if not isinstance(phase, DQNPhase):
-        raise ConfigError(
-            f"phase={phase.name!r} is not an independent-learners phase; accepted: dqn"
-        )
-    if cfg.env.get("backend") != "pettingzoo":
-        raise ConfigError(
-            f"phase=dqn needs a multi-agent env (env.backend=pettingzoo), got {cfg.env.get('backend')!r}"
-        )
+    """Probe the env for the agents, and create the shared state and topology. ``typed``: the
+    stage's validated hardware and phase (a run's plan has them); without it (benchmarks,
+    tests) ``cfg`` is checked here."""
+    typed = typed or check_dqn_stage(cfg)
+    phase: DQNPhase = typed["phase"]
     torch.set_num_threads(typed["hardware"].torch_threads)
     seeds = PhaseSeeds(resolve_master_seed(cfg.seed), phase_index)
     env_cfg = OmegaConf.to_container(cfg.env, resolve=True)
@@ -262,10 +256,16 @@ def make_progress() -> Progress:
 
 
 def train_independent(
-    cfg: DictConfig, *, logger=None, show_progress: bool = True, phase_index: int = 0
+    cfg: DictConfig,
+    *,
+    typed: dict[str, Any] | None = None,
+    logger=None,
+    show_progress: bool = True,
+    phase_index: int = 0,
 ) -> dict[str, float]:
-    """Run the topology to ``phase.total_env_steps``, then evaluate; return the final metrics."""
-    run = build_independent(cfg, phase_index=phase_index)
+    """Run the topology to ``phase.total_env_steps``, then evaluate; return the final metrics
+    (``typed``: as for :func:`build_independent`)."""
+    run = build_independent(cfg, typed=typed, phase_index=phase_index)
     log.info(
         "independent DQN: %d agents (%s), 1 actor + %d learner processes, master seed %d",
         len(run.agents),
@@ -329,23 +329,19 @@ def evaluate_run(run: IndependentRun, *, logger=None) -> dict[str, float]:
 
 def run_dqn_stage(stage: Any, cfg: DictConfig, context: Any) -> tuple[dict[str, float], int]:
     """The pipeline's process runner for ``phase=dqn`` (no Lightning Trainer, no checkpoints
-    yet): its own MLflow run, workers stopped on completion, Ctrl-C or a crash."""
+    yet, so the plan runs it alone and never resumes it): its own MLflow run, workers stopped
+    on completion, Ctrl-C or a crash."""
     from meeple.tracking.mlflow import log_run_config, make_mlflow_logger
 
-    if context.count > 1:
-        raise ConfigError("phase=dqn runs alone for now (it writes no checkpoint or gate a next stage could "
-                          "start from); accepted: a single-stage experiment")
-    if context.session is not None and context.session.resumed:
-        raise ConfigError("phase=dqn has no checkpoints to resume from yet; accepted: resume=false")
-    master = context.master_seed
+    master, tracking = context.master_seed, context.tracking
     logger = make_mlflow_logger(cfg, master_seed=master,
                                 run_dir=context.session.run.path if context.session else None)
     if logger is not None:
-        log_run_config(logger, cfg, master_seed=master, log_artifact=cfg.tracking.log_config_artifact)
-        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, cfg.tracking.uri, cfg.tracking.experiment)
+        log_run_config(logger, cfg, master_seed=master, log_artifact=tracking.log_config_artifact)
+        log.info("MLflow run %s in %s (experiment %r)", logger.run_id, tracking.uri, tracking.experiment)
     status = "FAILED"
     try:
-        metrics = train_independent(cfg, logger=logger, phase_index=stage.index)
+        metrics = train_independent(cfg, typed=stage.typed, logger=logger, phase_index=stage.index)
         status = "FINISHED"
     except KeyboardInterrupt:  # Ctrl-C: every worker has been stopped by now
         status = "KILLED"

@@ -7,7 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from meeple.config.schema import require
+from meeple.config.schema import check_hardware, checked, require
+from meeple.errors import ConfigError
 
 
 @dataclass
@@ -87,3 +88,15 @@ def check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
         require(0 <= getattr(ex, name) <= 1, f"phase.exploration.{name}", getattr(ex, name), "a float in [0, 1]")
     require(ex.annealing_steps >= 1, "phase.exploration.annealing_steps", ex.annealing_steps, "an integer >= 1")
     require(phase.eval.episodes >= 1, "phase.eval.episodes", phase.eval.episodes, "an integer >= 1")
+
+
+def check_dqn_stage(cfg: DictConfig) -> dict[str, Any]:
+    """The typed ``hardware`` and ``phase`` of a dqn config used on its own (benchmarks, tests);
+    a run's plan validates its stages through the phase registry instead."""
+    name = (cfg.get("phase") or {}).get("name")
+    if name != "dqn":
+        raise ConfigError(f"phase={name!r} is not an independent-learners phase; accepted: dqn")
+    hardware = check_hardware(cfg)
+    phase = checked(cfg, "phase", DQNPhase)
+    check_dqn(cfg, phase)
+    return {"hardware": hardware, "phase": phase}

@@ -12,7 +12,7 @@ from meeple.data.collectors import collector_options
 from meeple.env_factory import EnvSource, env_snapshots, env_source
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
-from meeple.phases.ppo.data import RolloutDataModule
+from meeple.phases.ppo.data import RolloutDataModule, RolloutLearner
 from meeple.phases.ppo.schema import PPOPhase
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
@@ -39,8 +39,11 @@ def _reference_kl(phase: PPOPhase) -> dict:
 
 
 def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
-              module_extra: Callable[[EnvSource], dict[str, Any]] | None = None) -> PhaseParts:
-    """``module_extra(envs)``: keyword arguments a phase built on PPO adds to its module."""
+              module_extra: Callable[[EnvSource], dict[str, Any]] | None = None,
+              env_hooks: Callable[[Any], dict[str, Any]] | None = None) -> PhaseParts:
+    """``module_extra(envs)``: keyword arguments a phase built on PPO adds to its module;
+    ``env_hooks(module)``: the module's env hooks the datamodule calls (:class:`RolloutLearner`'s
+    ``prepare_env`` and ``remote_env_hook``)."""
     phase: PPOPhase = typed["phase"]
     envs = env_source(cfg.env, cfg.transport, seed=seeds.seed(Component.ENV))
     seed_process(seeds.seed(Component.MODEL_INIT))
@@ -49,7 +52,10 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
         compile_networks(actor, critic)
 
     module = build_ppo_module(cfg, phase, actor, critic, **(module_extra(envs) if module_extra else {}))
+    learner = RolloutLearner(policy=module.policy, advantages=module.compute_advantages,
+                             **(env_hooks(module) if env_hooks else {}))
     datamodule = RolloutDataModule(
+        learner=learner,
         env_fn=envs.env_fn,
         seeds=seeds,
         num_workers=int(cfg.env.num_workers),

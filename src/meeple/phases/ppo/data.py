@@ -1,9 +1,11 @@
 """The collector -> Lightning bridge for on-policy learning.
 
 One Lightning epoch is one rollout and one batch: iterating :class:`RolloutDataset` collects
-``frames_per_batch`` frames with the current weights, has the LightningModule
-compute advantages, and yields them as one :class:`RolloutBatch` with the shuffled
-minibatch order of ``ppo_epochs`` passes.
+``frames_per_batch`` frames with the current weights, attaches advantages, and yields them as
+one :class:`RolloutBatch` with the shuffled minibatch order of ``ppo_epochs`` passes. What it
+collects with (the policy, the advantage function, the league's env hooks) comes in as a
+:class:`RolloutLearner` from the phase's builder: the datamodule never calls into the
+LightningModule on its own.
 Weights reach the actors at that boundary; every rollout is stamped with the
 ``policy_version`` it was collected with.
 
@@ -44,10 +46,27 @@ def _identity(x: Any) -> Any:
     return x
 
 
+@dataclass(frozen=True)
+class RolloutLearner:
+    """The learner's side of collection, as the phase's builder wires it."""
+
+    policy: torch.nn.Module  # what the collector acts with (the module's own, moved with it)
+    advantages: Callable[[TensorDictBase], TensorDictBase]  # writes advantage and value_target
+    prepare_env: Callable[[EnvBase], None] | None = None  # in-process envs: called on each before its first reset
+    remote_env_hook: Callable[[], Any] | None = None  # collector=ray: steers the actors' envs per rollout
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy sits now (Lightning moves the module, and so the policy, before the
+        first rollout)."""
+        return next(self.policy.parameters()).device
+
+
 class RolloutDataModule(SeedStreams, L.LightningDataModule):
     def __init__(
         self,
         *,
+        learner: RolloutLearner,
         env_fn: Callable[..., EnvBase],
         seeds: PhaseSeeds,
         num_workers: int,
@@ -64,6 +83,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         ``env_snapshots`` (the backend's, optional) lets checkpoints capture its envs;
         ``batch_unit``: every batch ``env_fn`` builds is a multiple of it (evaluation rounds up)."""
         super().__init__()
+        self.learner = learner
         self.env_fn = env_fn
         self.seeds = seeds
         self.worker_seeds = seeds.worker_seeds(Component.ENV, num_workers)
@@ -96,14 +116,14 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         """Nothing to build yet: Lightning moves the module to its device only after setup."""
 
     def start(self) -> None:
-        """Build the collector around the module's policy, on the module's device (idempotent).
+        """Build the collector around the learner's policy, on the training device (idempotent).
 
         Called at the first rollout, when the policy already sits on the device it will
         train on, so the collector acts with that very module instead of a copy.
         """
         if self.collector is not None:
             return
-        module = self.trainer.lightning_module
+        learner = self.learner
         seeds, saved = self.worker_seeds, self._saved_collector
         world = self.trainer.world_size
         exact = saved is not None and self.env_snapshots is not None and self._single_process() and world == 1
@@ -119,16 +139,16 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
             log.warning("resume is not bit-exact: %s; envs restart from fresh episodes", why)
         env_fns = [partial(self.env_fn, num_envs=self.num_envs, seed=s) for s in seeds]
         env_hook = None
-        if self.collector_type == "ray" and hasattr(module, "remote_env_hook"):
-            env_hook = module.remote_env_hook()  # the envs live in actors: the module steers them per rollout
-        elif (prepare := getattr(module, "prepare_env", None)) is not None:
-            env_fns = [partial(_prepared, fn, prepare) for fn in env_fns]  # e.g. the league seats its networks
+        if self.collector_type == "ray" and learner.remote_env_hook is not None:
+            env_hook = learner.remote_env_hook()  # the envs live in actors: the learner steers them per rollout
+        elif learner.prepare_env is not None:  # e.g. the league seats its networks
+            env_fns = [partial(_prepared, fn, learner.prepare_env) for fn in env_fns]
         self.collector = build_collector(
             self.collector_type,
             env_fns,
-            module.policy,
+            learner.policy,
             frames_per_batch=self.frames_per_batch,
-            policy_device=module.device,
+            policy_device=self.learner.device,
             options=self.collector_options,
             restart_fn=self._replacement_env_fn,
             env_hook=env_hook,
@@ -221,7 +241,6 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
     # -- one rollout -----------------------------------------------------------
     def next_rollout(self) -> TensorDictBase:
         """Collect one rollout with the current weights and attach advantages."""
-        module = self.trainer.lightning_module
         self.start()
         if self.policy_version > 0:
             # Rollout boundary: the learner's weights go to every actor.
@@ -230,7 +249,7 @@ class RolloutDataModule(SeedStreams, L.LightningDataModule):
         rollout = next(self._batches)
         collect_s = time.perf_counter() - start
         rollout["policy_version"] = torch.full(rollout.batch_size, self.policy_version, dtype=torch.int64)
-        rollout = module.compute_advantages(rollout.to(module.device))
+        rollout = self.learner.advantages(rollout.to(self.learner.device))
         world = self.trainer.world_size
         if world > 1 and self.ranks is None:
             self.ranks = _gather_rank_info(self, rollout)

@@ -2,8 +2,8 @@
 
 The math lives in TorchRL's ``ClipPPOLoss`` and ``GAE``; this module owns the
 optimisation schedule and what is logged. Data arrives from
-:class:`meeple.phases.ppo.data.RolloutDataModule`, which calls
-:meth:`compute_advantages` once per rollout and then hands the whole rollout to one
+:class:`meeple.phases.ppo.data.RolloutDataModule`, which calls :meth:`compute_advantages`
+(handed to it by ``build_ppo``) once per rollout and then hands the whole rollout to one
 ``training_step`` (its minibatch loop runs here, one optimiser step per minibatch).
 """
 
