@@ -1,6 +1,6 @@
 // Python bindings of the chess rules -> meeple_native._core.chess (a submodule,
 // re-exported as meeple_native.chess): Board, perft, the input planes and the
-// 4,672-move policy encoding. Search: bind_mcts.cpp, bind_selfplay.cpp.
+// 4,672-move policy encoding. Search and self-play: bind_search.cpp.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -21,8 +21,7 @@ using namespace nb::literals;
 
 namespace meeple::chess {
 
-void bind_selfplay(nb::module_& m);  // chess/bind_selfplay.cpp
-void bind_mcts(nb::module_& m);      // chess/bind_mcts.cpp
+void bind_search(nb::module_& m);  // chess/bind_search.cpp
 
 namespace {
 
@@ -217,8 +216,7 @@ void register_chess(nb::module_& parent) {
       .def("__str__", [](const Game& g) { return board_text(g.position()); })
       .def("__repr__", [](const Game& g) { return "Board('" + g.position().fen() + "')"; });
 
-  bind_selfplay(m);
-  bind_mcts(m);
+  bind_search(m);
 }
 
 }  // namespace meeple::chess

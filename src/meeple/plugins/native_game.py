@@ -22,10 +22,13 @@ def keyword_options(engine: type) -> frozenset[str]:
 
 class NativeSelfPlayGame:
     """Base of a game plugin (``meeple.plugins.spec.AlphaZeroGame``) whose ``engine`` is a native
-    ``SelfPlay`` class: ``selfplay_options`` and ``selfplay_engine`` follow from it; the subclass
-    adds the game's shapes, ``mirror_symmetric`` and the gate's ``mcts_player`` / ``play_match``."""
+    ``SelfPlay`` class: ``selfplay_options`` and ``selfplay_engine`` follow from it, and the gate's
+    ``mcts_player`` from ``player`` (the arena's search player, e.g. a
+    ``meeple.plugins.arena.NativeMCTSPlayer``); the subclass adds the game's shapes,
+    ``mirror_symmetric`` and the gate's ``play_match``."""
 
     engine: ClassVar[type]
+    player: ClassVar[type]
     selfplay_options: ClassVar[frozenset[str]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -35,3 +38,7 @@ class NativeSelfPlayGame:
 
     def selfplay_engine(self, evaluator: Any, *, seed: int, planes_buffers: Any, **options: Any) -> Any:
         return self.engine(evaluator, seed=seed, planes_buffers=planes_buffers, **options)
+
+    def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int, seed: int) -> Any:
+        return self.player(evaluator, num_simulations=num_simulations, leaves_in_flight=leaves_in_flight,
+                           seed=seed)

@@ -13,39 +13,27 @@ are sampled from the search's visit counts (``opening_temperature``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-import numpy as np
-
+from meeple.plugins.arena import NativeMCTSPlayer, NativeRandomPlayer, alternate_seats
 from meeple.plugins.spec import MatchResult
 from meeple_native.chess import MCTS, Board
 
 
-class MCTSPlayer:
+class MCTSPlayer(NativeMCTSPlayer):
     """PUCT search with a network evaluator (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``
     (no exploration noise)."""
 
-    def __init__(self, evaluator: Callable | str, *, num_simulations: int, leaves_in_flight: int = 8,
-                 c_puct: float = 1.5, seed: int = 0) -> None:
-        self.evaluator = evaluator
-        self.search = MCTS(num_simulations=num_simulations, c_puct=c_puct, leaves_in_flight=leaves_in_flight,
-                           seed=seed, dirichlet_epsilon=0.0)
-
-    def move(self, board: Board, temperature: float = 0.0) -> int:
-        self.search.search(board, self.evaluator)
-        return self.search.choose_action(temperature)
+    search_class = MCTS
 
 
-class RandomPlayer:
+class RandomPlayer(NativeRandomPlayer):
     """A uniformly random legal move."""
 
-    def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def move(self, board: Board, temperature: float = 0.0) -> int:
-        legal = board.legal_actions()
-        return int(legal[self.rng.integers(len(legal))])
+    def legal(self, board: Board):
+        return board.legal_actions()
 
 
 @dataclass
@@ -80,21 +68,8 @@ def winner(board: Board) -> int | None:
 def play_match(player, opponent, games: int, *, opening_moves: int = 4, opening_temperature: float = 1.0,
                max_plies: int | None = None) -> MatchReport:
     """``games`` games, ``player`` white in the even-numbered ones; results from ``player``'s side."""
-    wins = draws = losses = 0
-    report = MatchReport(MatchResult(0, 0, 0))
-    for g in range(games):
-        seat = g % 2
-        seats = (player, opponent) if seat == 0 else (opponent, player)
-        final = play_game(seats, opening_moves=opening_moves, opening_temperature=opening_temperature,
-                          max_plies=max_plies)
-        who = winner(final)
-        if who is None:
-            draws += 1
-        elif who == seat:
-            wins += 1
-        else:
-            losses += 1
-        report.plies.append(final.ply)
-        report.terminations[final.termination() or "max_plies"] += 1
-    report.result = MatchResult(wins, draws, losses)
-    return report
+    play = partial(play_game, opening_moves=opening_moves, opening_temperature=opening_temperature,
+                   max_plies=max_plies)
+    result, finals = alternate_seats(player, opponent, games, play, winner)
+    return MatchReport(result, [final.ply for final in finals],
+                       Counter(final.termination() or "max_plies" for final in finals))

@@ -7,21 +7,17 @@ one after this iteration's gate.
 
 from __future__ import annotations
 
-import logging
 import time
 
 import lightning as L
 import numpy as np
 import torch
 
-from meeple.callbacks.ranks import log_shared, on_rank_zero
+from meeple.phases.alphazero.benchmark import IterationBenchmark, module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
-from meeple.seeding import Component
 from meeple.tracking import keys
 from meeple_chess.arena import MCTSPlayer, play_match
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, Board
-
-log = logging.getLogger(__name__)
 
 
 def mate_in_one_positions(count: int, seed: int, max_games: int = 2000) -> list[tuple[Board, list[int]]]:
@@ -64,7 +60,7 @@ def policy_actions(net: torch.nn.Module, boards: list[Board], device: torch.devi
     return np.where(legal, logits, -np.inf).argmax(1)
 
 
-class ChessBenchmark(L.Callback):
+class ChessBenchmark(IterationBenchmark):
     """Every ``every_n_iterations`` (and after the last), measures the best network:
 
     * ``eval/win_rate_vs_mcts``: MCTS with the network (``agent_simulations``) against pure MCTS
@@ -78,10 +74,12 @@ class ChessBenchmark(L.Callback):
       uniformly random legal move gets (the floor).
     """
 
+    log_label = "chess benchmark"
+
     def __init__(self, every_n_iterations: int, agent_simulations: int, mcts_games: int,
                  mcts_opponent_simulations: int, opening_moves: int = 4, mate_positions: int = 50,
                  mate_seed: int = 2026, leaves_in_flight: int = 8) -> None:
-        self.every_n_iterations = every_n_iterations
+        super().__init__(every_n_iterations)
         self.agent_simulations = agent_simulations
         self.mcts_games = mcts_games
         self.mcts_opponent_simulations = mcts_opponent_simulations
@@ -90,29 +88,12 @@ class ChessBenchmark(L.Callback):
         self.mate_seed = mate_seed
         self.leaves_in_flight = leaves_in_flight
         self.mates: list[tuple[Board, list[int]]] = []
-        self.history: list[dict[str, float]] = []
-        self._datamodule = None  # its seed streams are checkpointed (exact resume)
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self._datamodule is not None:
-            return
-        self._datamodule = trainer.datamodule
+    def prepare(self) -> None:
         self.mates = mate_in_one_positions(self.mate_positions, self.mate_seed) if self.mate_positions else []
 
-    @property
-    def _seeds(self):
-        return self._datamodule.seed_stream(Component.EVALUATION)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        iteration = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
-        if iteration % self.every_n_iterations and not last:
-            return
-        device = next(pl_module.net.parameters()).device
-        metrics = on_rank_zero(trainer, lambda: self.evaluate(pl_module.best, device))  # once, for every learner process
-        metrics["iteration"] = float(iteration)
-        self.history.append(metrics)
-        log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
+    def evaluate_module(self, pl_module: L.LightningModule) -> dict[str, float]:
+        return self.evaluate(pl_module.best, module_device(pl_module))
 
     def evaluate(self, net: torch.nn.Module, device: torch.device) -> dict[str, float]:
         start = time.perf_counter()
@@ -133,7 +114,4 @@ class ChessBenchmark(L.Callback):
             metrics["eval/mate_in_one/mcts"] = float(np.mean([agent.move(b) in m for b, m in self.mates]))
             metrics["eval/mate_in_one/random"] = float(np.mean([len(m) / len(b.legal_actions())
                                                                 for b, m in self.mates]))
-        metrics["perf/eval_s"] = time.perf_counter() - start
-        log.info("chess benchmark: %s", ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items()
-                                                  if k.startswith("eval/")))
-        return metrics
+        return self.finish(metrics, start)

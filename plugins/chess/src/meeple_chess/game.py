@@ -19,17 +19,13 @@ from .arena import MCTSPlayer, play_match
 
 class ChessGame(NativeSelfPlayGame):
     engine = SelfPlay
+    player = MCTSPlayer
     name = "chess"
     planes_shape: tuple[int, ...] = tuple(PLANES_SHAPE)
     num_actions: int = NUM_ACTIONS
     # Castling rights differ between the king's and the queen's side: a left-right mirror of a
     # position is not a chess position with the same value, so `phase.augment_mirror` is refused.
     mirror_symmetric = False
-
-    def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
-                    seed: int):
-        return MCTSPlayer(evaluator, num_simulations=num_simulations,
-                          leaves_in_flight=leaves_in_flight, seed=seed)  # fmt: skip
 
     def play_match(self, player: Any, opponent: Any, games: int, *,
                    opening_moves: int) -> MatchResult:

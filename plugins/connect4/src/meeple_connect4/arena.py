@@ -10,35 +10,20 @@ few moves sampled from the search's visit counts (``opening_temperature``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
+from meeple.plugins.arena import NativeMCTSPlayer, NativeRandomPlayer, alternate_seats
 from meeple.plugins.spec import MatchResult
 from meeple_native import MCTS, Connect4, Solver
 
 
-class MCTSPlayer:
+class MCTSPlayer(NativeMCTSPlayer):
     """PUCT search with a network evaluator (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``."""
 
-    def __init__(
-        self,
-        evaluator: Callable | str,
-        *,
-        num_simulations: int,
-        leaves_in_flight: int = 8,
-        c_puct: float = 1.5,
-        seed: int = 0,
-    ) -> None:
-        self.evaluator = evaluator
-        self.search = MCTS(
-            num_simulations=num_simulations, c_puct=c_puct, leaves_in_flight=leaves_in_flight, seed=seed,
-            dirichlet_epsilon=0.0,
-        )
-
-    def move(self, position: Connect4, temperature: float = 0.0) -> int:
-        self.search.search(position, self.evaluator)
-        return self.search.choose_action(temperature)
+    search_class = MCTS
 
 
 class SolverPlayer:
@@ -53,13 +38,9 @@ class SolverPlayer:
         return int(best[self.rng.integers(len(best))])
 
 
-class RandomPlayer:
-    def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def move(self, position: Connect4, temperature: float = 0.0) -> int:
-        legal = position.legal_moves()
-        return int(legal[self.rng.integers(len(legal))])
+class RandomPlayer(NativeRandomPlayer):
+    def legal(self, position: Connect4):
+        return position.legal_moves()
 
 
 def play_game(players: Sequence, start: Connect4 | None = None, opening_moves: int = 0,
@@ -76,19 +57,8 @@ def play_game(players: Sequence, start: Connect4 | None = None, opening_moves: i
 
 def play_match(player, opponent, games: int, *, opening_moves: int = 2, opening_temperature: float = 1.0) -> MatchResult:
     """``games`` games, ``player`` first in the even-numbered ones; results from ``player``'s side."""
-    wins = draws = losses = 0
-    for g in range(games):
-        seat = g % 2
-        seats = (player, opponent) if seat == 0 else (opponent, player)
-        final = play_game(seats, opening_moves=opening_moves, opening_temperature=opening_temperature)
-        winner = final.winner()
-        if winner is None:
-            draws += 1
-        elif winner == seat:
-            wins += 1
-        else:
-            losses += 1
-    return MatchResult(wins, draws, losses)
+    play = partial(play_game, opening_moves=opening_moves, opening_temperature=opening_temperature)
+    return alternate_seats(player, opponent, games, play, lambda final: final.winner())[0]
 
 
 def play_from_positions(player, opponent, starts: Sequence[Connect4],

@@ -8,16 +8,14 @@ best one after this iteration's gate.
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 
-from meeple.callbacks.ranks import log_shared, on_rank_zero
+from meeple.phases.alphazero.benchmark import IterationBenchmark, module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
-from meeple.seeding import Component
 from meeple.tracking import keys
 from meeple_connect4.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
 from meeple_connect4.benchmark import (
@@ -31,8 +29,6 @@ from meeple_connect4.benchmark import (
 )
 from meeple_native import Solver
 
-log = logging.getLogger(__name__)
-
 
 def _project_path(path: str) -> Path:
     """Relative paths are relative to the project root (the folder holding conf/), not the cwd."""
@@ -41,11 +37,7 @@ def _project_path(path: str) -> Path:
     return Path(path) if Path(path).is_absolute() else conf_dir().parent / path
 
 
-def _device(module: L.LightningModule):
-    return next(module.net.parameters()).device
-
-
-class Connect4Benchmark(L.Callback):
+class Connect4Benchmark(IterationBenchmark):
     """Every ``every_n_iterations`` (and after the last), measures the best network:
 
     * win rate against pure MCTS (random rollouts, ``mcts_opponent_simulations``), colours alternating;
@@ -62,7 +54,7 @@ class Connect4Benchmark(L.Callback):
                  mcts_opponent_simulations: int, solver_games: int, mcts_positions: int,
                  benchmark_dir: str | None, generated_positions: int = 200,
                  generated_seed: int = 2026) -> None:
-        self.every_n_iterations = every_n_iterations
+        super().__init__(every_n_iterations)
         self.agent_simulations = agent_simulations
         self.mcts_games = mcts_games
         self.mcts_opponent_simulations = mcts_opponent_simulations
@@ -73,37 +65,18 @@ class Connect4Benchmark(L.Callback):
         self.generated_positions = generated_positions
         self.generated_seed = generated_seed
         self.benches: list[BenchmarkSet] = []
-        self.history: list[dict[str, float]] = []
         self._solver: Solver | None = None
-        self._datamodule = None  # its seed streams are checkpointed (exact resume)
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self._solver is not None:
-            return
+    def prepare(self) -> None:
         self._solver = Solver(tt_log2=22)
-        self._datamodule = trainer.datamodule
         # ~3 s for 2 x 200 positions on one core; Pons' missing files fail here, before any self-play.
         self.benches = generated_benchmarks(self.generated_positions, self.generated_seed, self._solver)
         if self.benchmark_dir is not None:
             self.benches += [load_benchmark(self.benchmark_dir / name, self._solver) for name in SETS]
 
-    @property
-    def _seeds(self):
-        return self._datamodule.seed_stream(Component.EVALUATION)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        iteration = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
-        if iteration % self.every_n_iterations and not last:
-            return
-        metrics = on_rank_zero(trainer, lambda: self.evaluate(pl_module))  # once, for every learner process
-        metrics["iteration"] = float(iteration)
-        self.history.append(metrics)
-        log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
-
-    def evaluate(self, pl_module: L.LightningModule) -> dict[str, float]:
+    def evaluate_module(self, pl_module: L.LightningModule) -> dict[str, float]:
         start = time.perf_counter()
-        device = _device(pl_module)
+        device = module_device(pl_module)
         agent = MCTSPlayer(TorchEvaluator(pl_module.best, device), num_simulations=self.agent_simulations,
                            seed=next(self._seeds))
         metrics: dict[str, float] = {}
@@ -130,7 +103,4 @@ class Connect4Benchmark(L.Callback):
                 metrics[keys.optimal_share_key(bench.name, "mcts", "correct")] = correct
             floor, _ = bench.random_shares()
             metrics[keys.optimal_share_key(bench.name, "random")] = floor
-        metrics["perf/eval_s"] = time.perf_counter() - start
-        log.info("benchmark: %s", ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items()
-                                           if k.startswith("eval/")))
-        return metrics
+        return self.finish(metrics, start)

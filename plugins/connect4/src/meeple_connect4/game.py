@@ -17,15 +17,11 @@ from .arena import MCTSPlayer, play_match
 
 class Connect4Game(NativeSelfPlayGame):
     engine = SelfPlay
+    player = MCTSPlayer
     name = "connect4"
     planes_shape: tuple[int, ...] = tuple(OBS_SHAPE)
     num_actions: int = WIDTH
     mirror_symmetric = True  # a column's mirror is a column: phase.augment_mirror is valid
-
-    def mcts_player(self, evaluator: Any, *, num_simulations: int, leaves_in_flight: int,
-                    seed: int):
-        return MCTSPlayer(evaluator, num_simulations=num_simulations,
-                          leaves_in_flight=leaves_in_flight, seed=seed)  # fmt: skip
 
     def play_match(self, player: Any, opponent: Any, games: int, *,
                    opening_moves: int) -> MatchResult:

@@ -12,16 +12,13 @@ import time
 import lightning as L
 
 from meeple.callbacks.ranks import log_shared, on_rank_zero
+from meeple.phases.alphazero.benchmark import module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.plugins.spec import AlphaZeroGame
 from meeple.seeding import Component
 from meeple.tracking import keys
 
 log = logging.getLogger(__name__)
-
-
-def _device(module: L.LightningModule):
-    return next(module.net.parameters()).device
 
 
 class AlphaZeroGate(L.Callback):
@@ -60,7 +57,7 @@ class AlphaZeroGate(L.Callback):
     def _match(self, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[float, float]:
         """The candidate's score against the best network, and the seconds the match took."""
         start = time.perf_counter()
-        device = _device(pl_module)
+        device = module_device(pl_module)
         # the datamodule's stream: its position is in the checkpoint (exact resume)
         seeds = trainer.datamodule.seed_stream(Component.OPPONENT)
         candidate = self._player(TorchEvaluator(pl_module.net, device), next(seeds))

@@ -1,0 +1,70 @@
+"""The skeleton of a game's strength benchmark for the AlphaZero phase (a ``phase.callbacks``
+entry): when to measure, on which rank, with which seeds, and how the numbers are kept and logged.
+
+A game's plugin subclasses :class:`IterationBenchmark` with what it measures (``evaluate_module``)
+and, if it needs them, positions prepared once (``prepare``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import ClassVar
+
+import lightning as L
+import torch
+
+from meeple.callbacks.ranks import log_shared, on_rank_zero
+from meeple.seeding import Component
+
+
+def module_device(module: L.LightningModule) -> torch.device:
+    return next(module.net.parameters()).device
+
+
+class IterationBenchmark(L.Callback):
+    """Every ``every_n_iterations`` iterations (and after the last) measures the best network on
+    rank 0 and logs the metrics on every rank; ``history`` keeps each measurement with its
+    iteration. The phase puts its gate first, so this measures the network that plays self-play."""
+
+    log_label: ClassVar[str] = "benchmark"  # the log line's prefix
+
+    def __init__(self, every_n_iterations: int) -> None:
+        self.every_n_iterations = every_n_iterations
+        self.history: list[dict[str, float]] = []
+        self._datamodule = None  # its seed streams are checkpointed (exact resume)
+
+    def prepare(self) -> None:
+        """Builds what every measurement reuses (positions, solvers), once, before the first."""
+
+    def evaluate_module(self, pl_module: L.LightningModule) -> dict[str, float]:
+        raise NotImplementedError(f"{type(self).__name__} must define evaluate_module(pl_module)")
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._datamodule is not None:
+            return
+        self._datamodule = trainer.datamodule
+        self.prepare()
+
+    @property
+    def _seeds(self) -> Iterator[int]:
+        return self._datamodule.seed_stream(Component.EVALUATION)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        iteration = trainer.current_epoch + 1
+        last = trainer.max_epochs is not None and iteration >= trainer.max_epochs
+        if iteration % self.every_n_iterations and not last:
+            return
+        metrics = on_rank_zero(trainer, lambda: self.evaluate_module(pl_module))  # once, for every learner process
+        metrics["iteration"] = float(iteration)
+        self.history.append(metrics)
+        log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
+
+    def finish(self, metrics: dict[str, float], start: float) -> dict[str, float]:
+        """Adds ``perf/eval_s`` (seconds since ``start``) and logs the ``eval/`` metrics."""
+        metrics["perf/eval_s"] = time.perf_counter() - start
+        logging.getLogger(type(self).__module__).info(
+            "%s: %s", self.log_label,
+            ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items() if k.startswith("eval/")))
+        return metrics
