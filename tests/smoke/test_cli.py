@@ -95,6 +95,9 @@ def test_unknown_env_lists_installed_envs(tmp_path):
         # a second driver of the user's server (it printed 48 lines and two tracebacks first)
         (["transport=socket", "transport.address=/tmp/x.sock", "env.num_workers=2"],
          "transport.address=/tmp/x.sock with env.num_workers=2: a server you started hosts one env batch"),
+        # an HTTP address servers never bind (it failed after the run directory was made)
+        (["transport=http", "transport.address=0.0.0.0:8765"],
+         "transport.address='0.0.0.0:8765' for transport=http; accepted: 127.0.0.1:PORT"),
     ],
 )
 def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, args, message):
