@@ -79,9 +79,10 @@ def test_a_file_that_does_not_load_gets_its_error_alone(tmp_path, caplog, conten
     """No 'no .sha256 sidecar: loading it unverified' warning before the error (issue 41)."""
     path = tmp_path / "not-a-checkpoint.pt"
     path.write_bytes(content)
-    with caplog.at_level(logging.WARNING), pytest.raises(CheckpointError, match="cannot be deserialized safely"):
+    with caplog.at_level(logging.WARNING), pytest.raises(CheckpointError, match="cannot be deserialized safely") as err:
         load_verified(path)
     assert not caplog.records, caplog.text
+    assert "not a checkpoint file" in str(err.value) and "accepted:" in str(err.value)
 
 
 def test_versions_unknown_refused_older_migrated(tmp_path, monkeypatch):

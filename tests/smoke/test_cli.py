@@ -95,6 +95,9 @@ def test_unknown_env_lists_installed_envs(tmp_path):
         # a second driver of the user's server (it printed 48 lines and two tracebacks first)
         (["transport=socket", "transport.address=/tmp/x.sock", "env.num_workers=2"],
          "transport.address=/tmp/x.sock with env.num_workers=2: a server you started hosts one env batch"),
+        # an HTTP address servers never bind (it failed after the run directory was made)
+        (["transport=http", "transport.address=0.0.0.0:8765"],
+         "transport.address='0.0.0.0:8765' for transport=http; accepted: 127.0.0.1:PORT"),
     ],
 )
 def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, args, message):
@@ -105,6 +108,25 @@ def test_config_mistakes_are_one_line_exit_2_without_importing_torch(tmp_path, a
     assert errors == [f"meeple: error: {errors[0].removeprefix('meeple: error: ')}"] and message in errors[0]
     assert not any(line.endswith(("| torch", "| lightning", "| torchrl")) for line in done.stderr.splitlines())
     assert not (tmp_path / "outputs" / "runs").exists() and not (tmp_path / "outputs" / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0' could not be made by Gymnasium"),
+        (["transport=socket", "transport.address={tmp}/none.sock"], "no env server answers there"),
+    ],
+)
+def test_mistakes_found_while_building_print_their_line_alone(tmp_path, args, message):
+    """Found after the plan, while the first stage is built: no INFO lines (run directory, master
+    seed) before the error, and no run directory left behind (issue 41)."""
+    args = [a.format(tmp=tmp_path) for a in args]
+    done = subprocess.run([sys.executable, TRAIN, "tracking=none", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("meeple: error:") and message in lines[0], lines
+    assert not list((tmp_path / "outputs" / "runs").glob("*"))
 
 
 def test_multiprocess_collection(tmp_path):

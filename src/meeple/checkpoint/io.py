@@ -218,8 +218,17 @@ def _warn_unverified(path: Path) -> None:
     log.warning("%s has no %s sidecar: loading it unverified", path, SIDECAR_SUFFIX)
 
 
+# What torch.save writes starts with: a zip archive (the default) or a pickle (the legacy format).
+_CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")
+
+
 def deserialize(data: bytes, *, map_location: Any = None, where: str = "checkpoint") -> Any:
     """``torch.load(weights_only=True)`` with :data:`SAFE_GLOBALS`: never executes code."""
+    if not data.startswith(_CHECKPOINT_MAGIC):
+        raise CheckpointError(
+            f"{where}: cannot be deserialized safely: not a checkpoint file (it starts with {data[:8]!r}, "
+            "neither a torch archive nor a pickle); accepted: a .pt checkpoint meeple wrote"
+        )
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)

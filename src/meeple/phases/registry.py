@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from meeple.errors import ConfigError
+from meeple.transport.address import is_loopback_address
 
 # collector.type groups (meeple.data.collectors.COLLECTOR_TYPES; not imported: it needs torch).
 IN_PROCESS = ("auto", "sync")
@@ -169,6 +170,10 @@ def _check_transport(cfg: DictConfig, kind: PhaseKind) -> None:
     if ttype == "inproc":
         return
     if kind.remote_envs:
+        address = transport.get("address")
+        if ttype == "http" and address and not is_loopback_address(str(address)):
+            raise ConfigError(f"transport.address={address!r} for transport=http; accepted: 127.0.0.1:PORT or "
+                              "localhost:PORT (servers bind the loopback interface only), or null")
         workers = (cfg.get("env") or {}).get("num_workers", 1)
         if transport.get("address") and isinstance(workers, int) and workers > 1:
             raise ConfigError(

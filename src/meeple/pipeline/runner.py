@@ -12,6 +12,7 @@ a child per stage, its global step running on across stages.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +54,21 @@ class StageContext:
     count: int  # stages in the pipeline
     tracking: TrackingPlan
     rank: int = 0  # this process's rank in a multi-process run (only rank 0 writes)
+    # Says where the run writes, once, when the first stage has been built: a config that fails
+    # while building (an env that cannot be made, no env server) prints its one error line alone.
+    announce: Callable[[], None] = lambda: None
+
+
+class _Announcement:
+    """Log lines held back until :meth:`__call__` (once)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple] = []
+
+    def __call__(self) -> None:
+        lines, self.lines = self.lines, []
+        for line in lines:
+            log.info(*line)
 
 
 def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float]:
@@ -69,28 +85,30 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
         return _run_as_rank(plan, rank)
     session = start_session(plan.identity, plan.checkpoints, plan.tracking, stages=[s.name for s in plan.stages])
     source = _source_run(plan, session) if plan.start > 0 and not (session and session.resumed) else None
+    announce = _Announcement()
     if session is not None:
         master, origin = session.master_seed, "of the resumed run" if session.resumed else _origin(plan)
         run = session.open()
-        log.info("run directory %s", run.path)
+        announce.lines.append(("run directory %s", run.path))
     else:
         master, origin, run = resolve_master_seed(plan.identity.seed), _origin(plan), None
-    log.info("master seed %d (%s)", master, origin)
+    announce.lines.append(("master seed %d (%s)", master, origin))
     if world_size(hardware) > 1:  # the ranks Lightning starts at the first fit take these
         share_with_ranks(str(run.path) if run else None, master)
         log.info("%d learner processes (hardware=%s, strategy=ddp); this one is rank 0", world_size(hardware),
                  hardware.name)
 
     pipeline_run = _open_pipeline_run(cfg, plan, master, session)
-    status, failure = "FAILED", None
+    status, failure, config_error = "FAILED", None, False
     try:
-        metrics = _run_stages(plan, master, session, pipeline_run, source)
+        metrics = _run_stages(plan, master, session, pipeline_run, source, announce=announce)
         status = "FINISHED"
         return metrics
     except GateFailed as err:
         failure = str(err)
         raise
     except ConfigError:
+        config_error = True  # its one line is all the user needs to read
         if run is not None and not session.resumed:
             run.discard_if_empty()  # a config that failed before anything was written
         raise
@@ -98,6 +116,8 @@ def run_experiment(cfg: DictConfig, plan: Plan | None = None) -> dict[str, float
         status = "KILLED"
         raise
     finally:
+        if not config_error:
+            announce()
         if pipeline_run is not None:
             pipeline_run.finish(status, gate_failure=failure)
 
@@ -145,7 +165,8 @@ def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSes
 
 
 def _run_stages(plan: Plan, master: int, session: RunSession | None, pipeline_run: Any,
-                source: RunDirectory | None, *, rank: int = 0) -> dict:
+                source: RunDirectory | None, *, rank: int = 0,
+                announce: Callable[[], None] = lambda: None) -> dict:
     step, metrics = 0, {}
     by_name = {s.name: s for s in plan.stages}
     if session is not None and session.resumed and all(session.done(s.index) for s in plan.stages[: plan.stop + 1]):
@@ -175,10 +196,11 @@ def _run_stages(plan: Plan, master: int, session: RunSession | None, pipeline_ru
         if plan.is_pipeline:
             log.info("%s of %d: %s", stage.label, len(plan.stages), stage.kind.name)
         context = StageContext(master, session, start, step, pipeline_run.run_id if pipeline_run else None,
-                               len(plan.stages), plan.tracking, rank)
+                               len(plan.stages), plan.tracking, rank, announce)
         if stage.kind.is_lightning:
             metrics, steps = _run_lightning(stage, stage_cfg, context)
         else:
+            announce()
             metrics, steps = stage.kind.runner()(stage, stage_cfg, context)
         step += steps
         if session is not None:  # a following rank's session writes nothing
@@ -196,6 +218,7 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext) -> tupl
 
     session = context.session
     build = build_stage(cfg, stage.typed, PhaseSeeds(context.master_seed, stage.index, context.rank))
+    context.announce()
     context.start.apply(build.module, stage.kind.hooks)
     if session is not None and Hook.RUN_FOLDER in stage.kind.hooks:  # e.g. the league's pool
         build.module.use_run_folder(session.run.phase_dir(stage.index), stage.index)

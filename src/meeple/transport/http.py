@@ -19,12 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 from meeple.transport import protocol as P
+from meeple.transport.address import HOST, is_loopback_address
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError, Spaces
 from meeple.transport.service import Service
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 _STATUS = {
     ErrorCode.BUSY: 409,
     ErrorCode.ENV_EXCEPTION: 500,
@@ -44,14 +44,13 @@ _ROUTES = {
 
 
 def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if host not in (HOST, "localhost") or not port.isdigit():
+    if not is_loopback_address(address):
         raise ProtocolError(
             ErrorCode.MALFORMED,
             f"HTTP address {address!r}; expected 127.0.0.1:PORT "
             "(servers bind the loopback interface only)",
         )
-    return HOST, int(port)
+    return HOST, int(address.rpartition(":")[2])
 
 
 def parse_json_object(raw: bytes) -> dict:
