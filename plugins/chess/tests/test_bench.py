@@ -11,7 +11,8 @@ from meeple_chess.bench import main
 
 def test_benchmark_is_declared():
     table = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert table["project"]["entry-points"]["meeple.benchmarks"] == {"chess_selfplay": "meeple_chess.bench:main"}
+    assert table["project"]["entry-points"]["meeple.benchmarks"] == {
+        "chess_selfplay": "meeple_chess.bench:main", "chess": "meeple_chess.bench_perft:main"}
 
 
 def test_selfplay_benchmark_reports_speed_and_fill(tmp_path, capsys):
