@@ -67,3 +67,14 @@ def test_the_drill_marks_exactly_the_kinds_that_deal_in():
     assert torch.equal(env.step(out)["next"]["reward"].squeeze(-1), torch.zeros(256))
     with pytest.raises(ConfigError, match="waits < choices"):
         DealInDrill(2, choices=3, waits=3)
+    with pytest.raises(ConfigError, match="danger_rate"):
+        DealInDrill(2, danger_rate=0.0)
+
+
+def test_with_a_danger_rate_only_that_share_of_decisions_offers_a_deal_in():
+    env = DealInDrill(4096, choices=5, waits=1, danger_rate=0.2)
+    td = env.reset()
+    legal, danger = td["action_mask"][:, :34], td["oracle"][:, WAITS] > 0.5
+    assert (danger.sum(-1) == 1).all()  # an opponent always waits on something
+    offered = (danger & legal).any(-1).float().mean()
+    assert 0.17 < offered < 0.23, offered

@@ -2,7 +2,9 @@
 
 Each decision is a discard from a few legal tile kinds; an opponent waits on some of them, and
 the oracle planes say which (opponent 1's winning kinds, plane :data:`~meeple_mahjong.safety.WAITS`,
-exactly where the real env writes them). Discarding a kind it waits on costs ``deal_in_reward``;
+exactly where the real env writes them). With ``danger_rate`` < 1 only that fraction of decisions
+offers a dealing discard; in the others the opponent waits on kinds the hand does not hold (in
+the real teacher's games ~17% of decisions offer one, docs/rl_diagnostics.md). Discarding a kind it waits on costs ``deal_in_reward``;
 every step also pays Gaussian noise of ``reward_noise`` (the score and rank noise of a real hand
 that a deal-in signal is buried in). A game is ``steps`` decisions.
 
@@ -34,16 +36,20 @@ class DealInDrill(EnvBase):
     """``num_envs`` independent games of ``steps`` discards each."""
 
     def __init__(self, num_envs: int, *, steps: int = 8, choices: int = 5, waits: int = 1,
-                 deal_in_reward: float = -1.0, reward_noise: float = 0.3, device: str = "cpu") -> None:
+                 deal_in_reward: float = -1.0, reward_noise: float = 0.3, danger_rate: float = 1.0,
+                 device: str = "cpu") -> None:
         for name, value, low in (("steps", steps, 1), ("choices", choices, 2), ("waits", waits, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"env.{name}={value!r}; accepted: an integer >= {low}")
+        if isinstance(danger_rate, bool) or not isinstance(danger_rate, int | float) or not 0 < danger_rate <= 1:
+            raise ConfigError(f"env.danger_rate={danger_rate!r}; accepted: a fraction in (0, 1]")
         if waits >= choices:
             raise ConfigError(f"env.waits={waits} with env.choices={choices}; accepted: waits < choices "
                               "(some legal discard must be safe)")
         super().__init__(batch_size=torch.Size([num_envs]), device=device)
         self.steps, self.choices, self.waits = steps, choices, waits
         self.deal_in_reward, self.reward_noise = float(deal_in_reward), float(reward_noise)
+        self.danger_rate = float(danger_rate)
         n = num_envs
         self.observation_spec = Composite({
             "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
@@ -66,7 +72,10 @@ class DealInDrill(EnvBase):
         if n:
             order = torch.rand(n, WIDTH, generator=self._generator).argsort(-1)
             legal = torch.zeros(n, WIDTH, dtype=torch.bool).scatter_(1, order[:, : self.choices], True)
-            danger = torch.zeros(n, WIDTH, dtype=torch.bool).scatter_(1, order[:, : self.waits], True)
+            # the waits: among the legal kinds, or (decisions without a dealing option) among the others
+            held = torch.rand(n, generator=self._generator) < self.danger_rate
+            first = torch.where(held, 0, self.choices).unsqueeze(-1) + torch.arange(self.waits)
+            danger = torch.zeros(n, WIDTH, dtype=torch.bool).scatter_(1, order.gather(1, first), True)
             self._legal[rows] = legal
             self._danger[rows] = danger
         observation = torch.zeros(len(rows), PLANES, WIDTH)
@@ -100,7 +109,7 @@ class DealInDrill(EnvBase):
         return out
 
 
-OPTIONS = ("steps", "choices", "waits", "deal_in_reward", "reward_noise")
+OPTIONS = ("steps", "choices", "waits", "deal_in_reward", "reward_noise", "danger_rate")
 
 
 class DrillBackend:
