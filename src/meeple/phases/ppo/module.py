@@ -133,16 +133,9 @@ class PPOModule(RolloutModule):
         self.live["loss"] = loss.detach()
         return metrics
 
-    def minibatch_loss(self, batch: TensorDictBase) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The clipped surrogate + value + entropy terms, plus :meth:`extra_terms`."""
-        terms, metrics = self.loss_terms(batch)
-        loss = sum(terms.values())
-        metrics[LOSS_TOTAL] = loss
-        return loss, metrics
-
     def loss_terms(self, batch: TensorDictBase) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The loss as named terms (``objective``, ``critic``, ``entropy``, ``extra``; their sum is
-        minimised) and the minibatch's metrics."""
+        """The loss as named terms (``objective``: the clipped surrogate, ``critic``, ``entropy``,
+        ``extra``: :meth:`extra_terms`; their sum is minimised) and the minibatch's metrics."""
         losses = self.loss_module(batch)
         terms = {"objective": losses["loss_objective"], "critic": losses["loss_critic"]}
         if "loss_entropy" in losses.keys():
