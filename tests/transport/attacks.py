@@ -18,17 +18,25 @@ def rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
+def read_frame(s: socket.socket) -> tuple[int, int, bytes]:
+    """One whole frame from ``s``: (message type, message id, body)."""
+
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    msg_type, msg_id, n = P.HEADER.unpack(exactly(P.HEADER_SIZE))
+    return msg_type, msg_id, exactly(n)
+
+
 def hello(s: socket.socket) -> None:
     s.sendall(P.encode_frame(MsgType.HELLO, 1, P.encode_hello_request()))
-    head = b""
-    while len(head) < P.HEADER_SIZE:
-        chunk = s.recv(P.HEADER_SIZE - len(head))
-        if not chunk:
-            raise ConnectionError("the server closed the connection after HELLO")
-        head += chunk
-    _, _, n = P.HEADER.unpack(head)
-    while n:
-        n -= len(s.recv(n))
+    assert read_frame(s)[0] == MsgType.HELLO
 
 
 @contextlib.contextmanager

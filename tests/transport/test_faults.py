@@ -22,6 +22,7 @@ from meeple.transport.client import connect
 from meeple.transport.launch import READY, ServerProcess
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.shm import pid_alive
+from tests.transport.attacks import hello, read_frame
 from tests.transport.conftest import (
     COUNTER,
     FAULTY,
@@ -37,25 +38,6 @@ def raw(address: str) -> socket.socket:
     s.settimeout(10)
     s.connect(address)
     return s
-
-
-def read_frame(s: socket.socket) -> tuple[int, int, bytes]:
-    head = b""
-    while len(head) < P.HEADER_SIZE:
-        chunk = s.recv(P.HEADER_SIZE - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    msg_type, msg_id, n = P.HEADER.unpack(head)
-    body = b""
-    while len(body) < n:
-        body += s.recv(n - len(body))
-    return msg_type, msg_id, body
-
-
-def hello(s: socket.socket) -> None:
-    s.sendall(P.encode_frame(MsgType.HELLO, 1, P.encode_hello_request()))
-    assert read_frame(s)[0] == MsgType.HELLO
 
 
 def expect_error(s: socket.socket, code: ErrorCode, text: str) -> None:

@@ -25,9 +25,9 @@ from meeple.transport.client import connect
 from meeple.transport.launch import READY
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.socket import SocketClient
-from tests.transport.attacks import drip_connections, rss_kib
+from tests.transport.attacks import drip_connections, hello, read_frame, rss_kib
 from tests.transport.conftest import COUNTER, client_for, serving, socket_path
-from tests.transport.test_faults import hello, raw, read_frame
+from tests.transport.test_faults import raw
 from tests.transport.test_http_faults import post, read_response, tcp
 
 

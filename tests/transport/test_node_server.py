@@ -105,7 +105,8 @@ def test_typescript_server_socket_is_private_and_removed_on_sigterm(dist):
 
 
 def test_typescript_server_answers_bad_frames_and_keeps_serving(dist):
-    from tests.transport.test_faults import closed, expect_error, hello, raw
+    from tests.transport.attacks import hello
+    from tests.transport.test_faults import closed, expect_error, raw
 
     server = start(dist, "socket", num_envs=2)
     try:

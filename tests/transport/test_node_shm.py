@@ -24,9 +24,10 @@ from meeple.transport.launch import STALE_SOCKET_S, default_folder
 from meeple.transport.protocol import ErrorCode, MsgType, ProtocolError
 from meeple.transport.shm import Segment
 from meeple_connect4 import Connect4ArrayEnv
+from tests.transport.attacks import hello, read_frame
 from tests.transport.conftest import socket_path
 from tests.transport.node import build, start
-from tests.transport.test_faults import closed, expect_error, hello, raw, read_frame, send_junk
+from tests.transport.test_faults import closed, expect_error, raw, send_junk
 from tests.transport.traces import assert_same, play
 
 # A one-seat game as a --game-module: observation [t], 4 actions, episodes of 5 steps; action
