@@ -55,16 +55,27 @@ class OracleTeacherModule(PPOModule):
         return {**super().diagnostic_groups(), "oracle_stem": [(stem, lambda g: g[:, PLANES:])],
                 "public_stem": [(stem, lambda g: g[:, :PLANES])]}
 
+    def choices(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
+        """(legal mask, dealing actions, rows that offer a dealing and a safe action, rows whose
+        taken action dealt in) of a flat batch of decisions."""
+        if ORACLE_KEY not in batch.keys():
+            raise ConfigError(
+                "the oracle teacher's batch has no oracle planes; accepted: env.oracle=true "
+                "with model.oracle_planes=205"
+            )
+        mask = batch[MASK_KEY].bool()
+        dealing = dealing_actions(batch[ORACLE_KEY], mask, self.action_kinds)
+        chosen = avoidable(dealing, mask).any(-1)  # a choice between both kinds of action
+        took = dealing.gather(-1, batch["action"].reshape(-1, 1)).squeeze(-1) & chosen
+        return mask, dealing, chosen, took
+
     def fresh_rollout_metrics(self, rollout: TensorDictBase) -> dict[str, torch.Tensor]:
         """Also the advantages of the decisions that offered a dealing and a safe discard, by which
         kind the rollout took (their sign and size are the whole learning signal for avoiding
         deal-ins), how many took a dealing one, and the oracle stem's weight norm."""
         metrics = super().fresh_rollout_metrics(rollout)
         flat = rollout.reshape(-1)
-        mask = flat[MASK_KEY].bool()
-        dealing = dealing_actions(flat[ORACLE_KEY], mask, self.action_kinds)
-        chosen = avoidable(dealing, mask).any(-1)
-        took = dealing.gather(-1, flat["action"].reshape(-1, 1)).squeeze(-1) & chosen
+        _, _, chosen, took = self.choices(flat)
         safe = chosen & ~took
         advantage, reward = flat["advantage"].reshape(-1), flat["next", "reward"].reshape(-1)
 
@@ -86,20 +97,12 @@ class OracleTeacherModule(PPOModule):
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:
         extra = super().extra_terms(batch, losses, policy, metrics)
-        if ORACLE_KEY not in batch.keys():
-            raise ConfigError(
-                "the oracle teacher's batch has no oracle planes; accepted: env.oracle=true "
-                "with model.oracle_planes=205"
-            )
-        mask = batch[MASK_KEY].bool()
-        dealing = dealing_actions(batch[ORACLE_KEY], mask, self.action_kinds)
-        chosen = avoidable(dealing, mask).any(-1)  # a choice between both kinds of action
+        mask, dealing, chosen, took = self.choices(batch)
         # Masked sums, not boolean indexing: no data-dependent shape, so no device sync per minibatch.
         rows = chosen.sum().clamp_min(1)
         log_p = torch.log_softmax(policy().logits.clamp_min(-1e9), -1)
         log_safe = torch.logsumexp(log_p.masked_fill(~(mask & ~dealing), -torch.inf), -1)
         log_safe = torch.where(chosen, log_safe, 0.0)  # rows without a choice count nothing
-        took = dealing.gather(-1, batch["action"].unsqueeze(-1)).squeeze(-1) & chosen
         metrics["oracle/dealing_mass"] = (-torch.expm1(log_safe)).sum().detach() / rows
         metrics["oracle/dealing_rate"] = took.sum() / rows
         metrics["oracle/choice_fraction"] = chosen.float().mean()
