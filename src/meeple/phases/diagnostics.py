@@ -40,12 +40,12 @@ def group_norms(groups: Mapping[str, Sequence[Member]], of: Callable[[torch.nn.P
     """The L2 norm of ``of(p)`` (a gradient, or the weight itself) over each group's members."""
     norms = {}
     for name, members in groups.items():
-        total = torch.zeros(())
+        total = torch.zeros(())  # summed on the parameters' device: no host sync per member
         for param, select in members:
             value = of(param)
             if value is not None:
                 value = value if select is None else select(value)
-                total = total + value.detach().float().pow(2).sum().cpu()
+                total = total.to(value.device) + value.detach().float().pow(2).sum()
         norms[name] = total.sqrt()
     return norms
 
