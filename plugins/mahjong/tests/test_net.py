@@ -82,14 +82,30 @@ def test_oracle_stem_reads_the_oracle_planes():
     spec["oracle"] = Unbounded((205, 34))
     actor, _ = build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=205)
     assert actor.module[0].in_keys == ["observation", "oracle"]
-    assert actor.module[0].module.stem[0].in_channels == 84 + 205
-    assert actor.get_dist_params(spec.rand((2,)))["logits"].shape == (2, 155)
-    with pytest.raises(
-        ConfigError, match="env has no 'oracle' observation; accepted: env.oracle=true"
-    ):
-        build_mahjong_actor_critic(OBS, ACTIONS, **TINY, oracle_planes=205)
-    with pytest.raises(ConfigError, match="accepted: model.oracle_planes=205"):
-        build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=200)
+    trunk = actor.module[0].module
+    assert trunk.stem[0].in_channels == 84 and trunk.oracle_stem.in_channels == 205
+    td = spec.rand((2,))
+    before = actor.get_dist_params(td.clone())["logits"]
+    assert before.shape == (2, 155)
+    td["oracle"] = td["oracle"] + 1.0  # zero weights at the start: the oracle planes change nothing yet
+    assert torch.equal(actor.get_dist_params(td.clone())["logits"], before)
+    torch.nn.init.normal_(trunk.oracle_stem.weight)
+    assert not torch.allclose(actor.get_dist_params(td.clone())["logits"], before)
+
+
+def test_a_checkpoint_with_one_wide_stem_loads_as_the_same_function():
+    spec = OBS.clone()
+    spec["oracle"] = Unbounded((205, 34))
+    actor, _ = build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=205)
+    torch.nn.init.normal_(actor.module[0].module.oracle_stem.weight)
+    state = actor.state_dict()
+    (stem,) = [k for k in state if k.endswith(".stem.0.weight")]
+    (oracle,) = [k for k in state if k.endswith("oracle_stem.weight")]
+    wide = torch.cat([state[stem], state.pop(oracle)], dim=1)  # as written before the split
+    other, _ = build_mahjong_actor_critic(spec, ACTIONS, **TINY, oracle_planes=205)
+    other.load_state_dict({**state, stem: wide})
+    td = spec.rand((2,))
+    assert torch.allclose(other.get_dist_params(td.clone())["logits"], actor.get_dist_params(td.clone())["logits"])
 
 
 @pytest.mark.parametrize(

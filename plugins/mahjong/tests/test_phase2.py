@@ -12,8 +12,8 @@ from meeple.checkpoint.io import load_verified
 STEM = "stem.0.weight"
 
 
-def _stem(state: dict, prefix: str = "actor."):
-    (key,) = [k for k in state if k.startswith(prefix) and k.endswith(STEM)]
+def _stem(state: dict, prefix: str = "actor.", suffix: str = STEM):
+    (key,) = [k for k in state if k.startswith(prefix) and k.endswith(suffix)]
     return state[key]
 
 
@@ -25,8 +25,9 @@ def pipeline_run(mahjong_runs):
 def test_teacher_starts_as_the_student_and_reads_the_oracle_planes(pipeline_run):
     student = load_gate(pipeline_run / "gates" / "phase1.pt")
     teacher = load_gate(pipeline_run / "gates" / "teacher.pt")
-    public, oracle = _stem(student["model_state_dict"]), _stem(teacher["model_state_dict"])
-    assert public.shape[1] == 84 and oracle.shape[1] == 84 + 205
+    public, stem = _stem(student["model_state_dict"]), _stem(teacher["model_state_dict"])
+    oracle = _stem(teacher["model_state_dict"], suffix="oracle_stem.weight")
+    assert public.shape[1] == stem.shape[1] == 84 and oracle.shape[1] == 205
     # the gate against copies of the start policy, with the paired test's numbers
     for key in ("eval/vs_start_avg_rank", "eval/vs_start_p_value", "eval/vs_start_effect", "eval/avg_rank"):
         assert key in teacher["metrics"], key

@@ -33,12 +33,17 @@ class RolloutModule(L.LightningModule):
         self.live: dict[str, torch.Tensor] = {}  # latest minibatch values for the progress bar
         self.warmup = (0, 1.0)  # learning-rate warm-up: (rollouts, start fraction); see set_warmup
 
-    def optimize(self, loss: torch.Tensor) -> torch.Tensor:
-        """One optimiser step: zero grads, backward (precision-aware), clip by norm, step.
+    def optimize(self, loss: torch.Tensor, only: set[int] | None = None) -> torch.Tensor:
+        """One optimiser step: zero grads, backward (precision-aware), clip by norm, step; with
+        ``only`` (parameter ids) every other parameter's gradient is dropped, so it does not move.
         Returns the gradient's norm before clipping (a tensor: no host sync)."""
         optimizer = self.optimizers()
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(loss)
+        if only is not None:
+            for p in self.parameters():
+                if id(p) not in only:
+                    p.grad = None
         norm = torch.nn.utils.get_total_norm([p.grad for p in self.parameters() if p.grad is not None])
         if self.max_grad_norm is not None:
             self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")

@@ -109,9 +109,19 @@ class MahjongTrunk(nn.Module):
     ) -> None:
         super().__init__()
         self.tile_features = tile_features  # also return the blocks' feature map
+        self.planes = planes
         self.stem = nn.Sequential(
-            _conv(planes + oracle_planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
+            _conv(planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
         )
+        # The oracle planes get their own convolution, added to the stem's before its norm (the
+        # same function as one wider convolution). It starts at zero, so a teacher carried from
+        # the phase-1 clone starts as that clone, and these new weights are their own parameter,
+        # which an optimiser can give its own learning rate (phase.lr_groups).
+        self.oracle_stem = None
+        if oracle_planes:
+            self.oracle_stem = nn.Conv1d(oracle_planes, channels, 3, padding=1, bias=False)
+            nn.init.zeros_(self.oracle_stem.weight)
+        self._register_load_state_dict_pre_hook(self._split_wide_stem)
         self.blocks = nn.Sequential(
             *(SEResidualBlock(channels, groups, se_ratio) for _ in range(blocks))
         )
@@ -123,14 +133,24 @@ class MahjongTrunk(nn.Module):
     def forward(
         self, observation: torch.Tensor, oracle: torch.Tensor | None = None
     ) -> torch.Tensor:
-        x = observation if oracle is None else torch.cat([observation, oracle], dim=-2)
-        lead = x.shape[:-2]  # any batch dims in front (collectors, BC batches)
-        x = x.reshape(-1, *x.shape[-2:])
-        features = self.blocks(self.stem(x))
+        lead = observation.shape[:-2]  # any batch dims in front (collectors, BC batches)
+        conv, norm, relu = self.stem
+        x = conv(observation.reshape(-1, *observation.shape[-2:]))
+        if self.oracle_stem is not None:
+            x = x + self.oracle_stem(oracle.reshape(-1, *oracle.shape[-2:]))
+        features = self.blocks(relu(norm(x)))
         y = self.project(self.neck(features)).reshape(*lead, -1)
         if self.tile_features:
             return y, features.reshape(*lead, *features.shape[-2:])
         return y
+
+    def _split_wide_stem(self, state: dict, prefix: str, *args) -> None:
+        """A checkpoint written before the oracle convolution had its own weight (one stem
+        convolution over public + oracle planes) loads as the same function."""
+        key = prefix + "stem.0.weight"
+        wide = state.get(key)
+        if self.oracle_stem is not None and wide is not None and wide.shape[1] > self.planes:
+            state[key], state[prefix + "oracle_stem.weight"] = wide[:, : self.planes], wide[:, self.planes :]
 
 
 class KindLogits(nn.Module):
@@ -204,7 +224,7 @@ def build_mahjong_actor_critic(
     """Actor and critic on one SE-ResNet trunk; with ``with_aux`` also the auxiliary module
     (trunk + :class:`AuxiliaryHeads`, writing :data:`AUX_OUTPUTS`), sharing the trunk's weights.
 
-    ``oracle_planes`` > 0 widens the stem to read the env's ``oracle`` planes too (phase 2);
+    ``oracle_planes`` > 0 adds a convolution of the env's ``oracle`` planes to the stem's (phase 2);
     ``oracle_safety`` then also blocks the discards those planes show an opponent can ron on,
     while another action is legal (:class:`meeple_mahjong.safety.OracleSafetyMask`);
     ``tile_head`` adds per-kind discard logits from the feature map (:class:`KindLogits`);

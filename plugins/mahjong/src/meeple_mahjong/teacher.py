@@ -29,7 +29,6 @@ from meeple.phases.ppo.module import PPOModule
 
 from .net import ORACLE_KEY
 from .safety import avoidable, dealing_actions, discard_kinds
-from .specs import PLANES
 
 
 class OracleTeacherModule(PPOModule):
@@ -44,16 +43,18 @@ class OracleTeacherModule(PPOModule):
         self.safety_coef = float(safety_coef)
         self.register_buffer("action_kinds", discard_kinds(), persistent=False)
 
+    def _stem_weight(self, suffix: str) -> torch.nn.Parameter:
+        (weight,) = [p for name, p in self.actor.named_parameters() if name.endswith(suffix)]
+        return weight
+
     def oracle_stem(self) -> torch.nn.Parameter:
-        """The stem's convolution weight, (channels, public + oracle planes, kernel)."""
-        (stem,) = [p for name, p in self.actor.named_parameters() if name.endswith("stem.0.weight")]
-        return stem
+        """The oracle planes' convolution weight in the stem, (channels, oracle planes, kernel)."""
+        return self._stem_weight("oracle_stem.weight")
 
     def diagnostic_groups(self) -> dict[str, list[Member]]:
         """Also the stem's weights on the oracle planes (they start at zero) and on the public ones."""
-        stem = self.oracle_stem()
-        return {**super().diagnostic_groups(), "oracle_stem": [(stem, lambda g: g[:, PLANES:])],
-                "public_stem": [(stem, lambda g: g[:, :PLANES])]}
+        return {**super().diagnostic_groups(), "oracle_stem": [(self.oracle_stem(), None)],
+                "public_stem": [(self._stem_weight("stem.0.weight"), None)]}
 
     def choices(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """(legal mask, dealing actions, rows that offer a dealing and a safe action, rows whose
@@ -88,7 +89,7 @@ class OracleTeacherModule(PPOModule):
             "oracle/advantage_safe": mean(advantage, safe),
             "oracle/reward_dealing": mean(reward, took),
             "oracle/reward_safe": mean(reward, safe),
-            "oracle/stem_weight_norm": self.oracle_stem()[:, PLANES:].detach().norm(),
+            "oracle/stem_weight_norm": self.oracle_stem().detach().norm(),
         })
         if "active" in flat.keys():
             metrics["train/active_fraction"] = flat["active"].float().mean()

@@ -159,7 +159,7 @@ class LeagueModule(PPOModule):
         self.loss_module.entropy_coeff.fill_(self.entropy_start + (final - self.entropy_start) * progress)
 
     def configure_optimizers(self):
-        return self.with_lr_schedule(self.optimizer_factory(self.loss_module.parameters()), self.schedule.lr)
+        return self.with_lr_schedule(self.make_optimizer(), self.schedule.lr)
 
     # -- the rollout boundary: ratings, promotion, the latest copy ----------------------------
     def on_train_epoch_end(self) -> None:

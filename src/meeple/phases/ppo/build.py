@@ -28,6 +28,8 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
         **vars(phase.loss),
         **_reference_kl(phase),
         **({"diagnostics_every": every} if (every := phase.diagnostics.every_n_rollouts) else {}),
+        **({"lr_groups": phase.lr_groups} if phase.lr_groups else {}),
+        **({"critic_warmup_rollouts": n} if (n := phase.critic_warmup_rollouts) else {}),
         **extra,
     )
 

@@ -10,7 +10,7 @@ optimisation schedule and what is logged. Data arrives from
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from tensordict import TensorDictBase
@@ -19,6 +19,7 @@ from torchrl.objectives.value import GAE
 
 from meeple.phases.base import RolloutModule
 from meeple.phases.diagnostics import Member, explained_variance, gradient_split, split_actor_critic
+from meeple.phases.lr_groups import LRGroup, lr_param_groups
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.tracking.keys import LOSS_TOTAL
 
@@ -44,6 +45,8 @@ class PPOModule(RolloutModule):
         reference_kl_coef: float = 0.0,
         reference_kl_anneal_fraction: float = 0.3,
         diagnostics_every: int = 0,
+        lr_groups: Mapping[str, LRGroup] | None = None,
+        critic_warmup_rollouts: int = 0,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
         self.diagnostics_every = diagnostics_every  # rollouts between gradient splits; 0: off
@@ -55,6 +58,8 @@ class PPOModule(RolloutModule):
         self.actor = actor
         self.critic = critic
         self.optimizer_factory = optimizer
+        self.lr_groups = dict(lr_groups or {})  # parameters with their own learning rate
+        self.critic_warmup_rollouts = critic_warmup_rollouts  # first rollouts: value head only
         self.anneal_lr = anneal_lr
         self.loss_module = ClipPPOLoss(
             actor,
@@ -126,9 +131,16 @@ class PPOModule(RolloutModule):
         if self._probe_due:  # the first minibatch of a diagnostic rollout
             self._probe_due = False
             self._fresh.update({f"grad/{k}": v for k, v in gradient_split(terms, self.diagnostic_groups()).items()})
+        only = None
+        if self.current_epoch < self.critic_warmup_rollouts:
+            # Critic warm-up: the value head alone learns the RL return; the policy stays as it
+            # started, so its first advantages come from a critic of this task, not BC's target.
+            only = {id(p) for p, _ in split_actor_critic(self.actor, self.critic)["critic_head"]}
+            terms = {"critic": terms["critic"]}
         loss = sum(terms.values())
         metrics[LOSS_TOTAL] = loss
-        metrics["train/grad_norm"] = self.optimize(loss)
+        metrics["train/critic_warmup"] = torch.tensor(float(only is not None))
+        metrics["train/grad_norm"] = self.optimize(loss, only)
         self.accumulate(metrics)  # logged as per-rollout means
         self.live["loss"] = loss.detach()
         return metrics
@@ -169,9 +181,16 @@ class PPOModule(RolloutModule):
         metrics.update({"loss/reference_kl": kl, "train/reference_kl_coef": torch.tensor(beta)})
         return beta * kl
 
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimiser on the loss's parameters, those of ``lr_groups`` at their own rates."""
+        params = self.loss_module.parameters()
+        if self.lr_groups:
+            names = {id(p): name for name, p in self.named_parameters()}
+            params = lr_param_groups(params, names, self.lr_groups)
+        return self.optimizer_factory(params)
+
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.loss_module.parameters())
-        return self.with_lr_schedule(optimizer, "linear" if self.anneal_lr else "constant")
+        return self.with_lr_schedule(self.make_optimizer(), "linear" if self.anneal_lr else "constant")
 
 
 def categorical_kl(policy, reference) -> torch.Tensor:

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from meeple.config.schema import require
 from meeple.errors import ConfigError
+from meeple.phases.lr_groups import LRGroup
 
 
 @dataclass
@@ -61,6 +62,8 @@ class PPOPhase:
     stop: Stop = field(default_factory=Stop)
     reference_kl: ReferenceKL = field(default_factory=ReferenceKL)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    lr_groups: dict[str, LRGroup] = field(default_factory=dict)  # name -> {params: [globs], lr}
+    critic_warmup_rollouts: int = 0  # first rollouts train the value head only (policy frozen)
 
 
 def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
@@ -75,6 +78,8 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
     require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
              phase.reference_kl.anneal_fraction, "a float in (0, 1]")
+    require(phase.critic_warmup_rollouts >= 0, "phase.critic_warmup_rollouts", phase.critic_warmup_rollouts,
+            "an integer >= 0 (0: off)")
     require(phase.diagnostics.every_n_rollouts >= 0, "phase.diagnostics.every_n_rollouts",
             phase.diagnostics.every_n_rollouts, "an integer >= 0 (0: off)")
     for name in ("every_n_rollouts", "episodes", "max_steps"):
