@@ -8,4 +8,4 @@ from meeple.viewer.renderers import Renderer
 
 
 def renderer() -> Renderer:
-    return Renderer.from_package("mahjong", __package__)
+    return Renderer.from_package("mahjong", "meeple_mahjong")  # viewer/renderer.js, renderer.css
