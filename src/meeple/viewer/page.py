@@ -9,10 +9,10 @@ import html
 import json
 import os
 import re
-import tempfile
 from importlib.resources import files
 from pathlib import Path
 
+from meeple.jsonio import write_text_atomic
 from meeple.viewer.renderers import Renderer, renderer
 from meeple.viewer.replay import Replay
 
@@ -62,18 +62,7 @@ def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str
 def write_replay(path: str | os.PathLike, replay: Replay, *, with_renderer: Renderer | None = None) -> Path:
     """Writes the page to ``path`` atomically (a temporary file in the same folder, then renamed):
     a reader never sees half a page, and a failed write leaves no file behind."""
-    path = Path(path)
-    text = replay_html(replay, with_renderer=with_renderer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, replay_html(replay, with_renderer=with_renderer))
 
 
 def read_replay(path: str | os.PathLike) -> Replay:
