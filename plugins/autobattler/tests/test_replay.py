@@ -3,14 +3,9 @@ and their page through the declared ``meeple.viewers`` entry point."""
 
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import EntryPoint
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-import meeple.plugins.registry as registry
 from meeple.transport import node
 from meeple.viewer.page import replay_html
 from meeple_autobattler import layout as L
@@ -18,24 +13,12 @@ from meeple_autobattler.evaluate import opponent_act, play
 from meeple_autobattler.policies import scripted_actions
 from meeple_autobattler.replay import GameRecorder, action_label
 
-PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
-
-
-@pytest.fixture
-def declared_viewer(monkeypatch):
-    """The registry sees this plugin's declared viewer (the installed metadata may be older)."""
-    table = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"][registry.VIEWERS_GROUP]
-    eps = [EntryPoint(name, value, registry.VIEWERS_GROUP) for name, value in table.items()]
-    real = registry.entry_points
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: eps if group == registry.VIEWERS_GROUP else real(group=group))
-
 
 def uniform(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return mask / mask.sum(axis=1, keepdims=True)
 
 
-def test_a_watched_game_is_the_seats_decisions_round_by_round(declared_viewer):
+def test_a_watched_game_is_the_seats_decisions_round_by_round():
     node.build()
     recorder = GameRecorder(uniform)
     places = play(scripted_actions, opponent_act("random", 1), games=1, seed=1, watched=1,

@@ -3,14 +3,9 @@ through the declared ``meeple.viewers`` entry point, and the benchmark's replay 
 
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import EntryPoint
-from pathlib import Path
-
 import pytest
 import torch
 
-import meeple.plugins.registry as registry
 from meeple.nets.az_resnet import AZResNet
 from meeple.seeding import PhaseSeeds, SeedStreams
 from meeple.viewer.page import replay_html
@@ -20,20 +15,8 @@ from meeple_chess.callbacks import ChessBenchmark
 from meeple_chess.replay import record_game
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, Board
 
-PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
 
-
-@pytest.fixture
-def declared_viewer(monkeypatch):
-    """The registry sees this plugin's declared viewer (the installed metadata may be older)."""
-    table = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"][registry.VIEWERS_GROUP]
-    eps = [EntryPoint(name, value, registry.VIEWERS_GROUP) for name, value in table.items()]
-    real = registry.entry_points
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: eps if group == registry.VIEWERS_GROUP else real(group=group))
-
-
-def test_a_recorded_game_replays_move_by_move(declared_viewer):
+def test_a_recorded_game_replays_move_by_move():
     search = MCTSPlayer("uniform", num_simulations=16, leaves_in_flight=1, seed=1)
     replay = record_game((search, RandomPlayer(seed=2)), ("mcts", "random"), "a game", max_plies=30)
     assert len(replay.steps) == replay.result["plies"] + 1 == 31
@@ -55,7 +38,7 @@ def test_a_recorded_game_replays_move_by_move(declared_viewer):
     assert renderer("chess").js in page and "data-square" in page
 
 
-def test_the_benchmark_replays_its_agent_against_pure_mcts(declared_viewer):
+def test_the_benchmark_replays_its_agent_against_pure_mcts():
     torch.manual_seed(0)
     net = AZResNet(tuple(PLANES_SHAPE), NUM_ACTIONS, channels=8, blocks=1).eval()
     bench = ChessBenchmark(every_n_iterations=1, agent_simulations=4, mcts_games=0, mcts_opponent_simulations=4,

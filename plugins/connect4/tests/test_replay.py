@@ -3,36 +3,22 @@ the declared ``meeple.viewers`` entry point, and a debug run's replay pages."""
 
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
-import meeple.plugins.registry as registry
 from meeple.viewer.page import read_replay, replay_html
 from meeple.viewer.renderers import renderer
 from meeple_connect4.arena import MCTSPlayer, RandomPlayer
 from meeple_connect4.replay import record_game
 
-PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
 TINY = ["+experiment=connect4_alphazero", "debug=tiny", "callbacks.progress=null",
         "phase.callbacks.curves=null", "phase.eval.replays=2", "phase.eval.mcts_positions=0",
         "phase.eval.solver_games=0", "phase.callbacks.benchmark.generated_positions=50",
         "phase.iterations=1"]
 
 
-@pytest.fixture
-def declared_viewer(monkeypatch):
-    """The registry sees this plugin's declared viewer (the installed metadata may be older)."""
-    table = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"][registry.VIEWERS_GROUP]
-    eps = [EntryPoint(name, value, registry.VIEWERS_GROUP) for name, value in table.items()]
-    real = registry.entry_points
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: eps if group == registry.VIEWERS_GROUP else real(group=group))
-
-
-def test_a_recorded_game_has_every_board_and_the_searchs_decisions(declared_viewer):
+def test_a_recorded_game_has_every_board_and_the_searchs_decisions():
     search = MCTSPlayer("rollout", num_simulations=20, leaves_in_flight=1, seed=1)
     replay = record_game((search, RandomPlayer(seed=2)), ("mcts", "random"), "a game", opening_moves=2)
     moves = replay.result["moves"]
@@ -52,7 +38,7 @@ def test_a_recorded_game_has_every_board_and_the_searchs_decisions(declared_view
     assert renderer("connect4").js in page and "window.meepleRenderers.connect4" in page
 
 
-def test_a_debug_run_leaves_replay_pages_in_the_run_and_mlflow(tmp_path, monkeypatch, declared_viewer):
+def test_a_debug_run_leaves_replay_pages_in_the_run_and_mlflow(tmp_path, monkeypatch):
     import mlflow
 
     from meeple.cli.train import train
