@@ -1,5 +1,6 @@
 """Entry-point registries of what plugins provide: env backends (group ``meeple.plugins``),
-AlphaZero games (``meeple.games``) and benchmarks (``meeple.benchmarks``).
+AlphaZero games (``meeple.games``), benchmarks (``meeple.benchmarks``) and replay-viewer renderers
+(``meeple.viewers``, read by :mod:`meeple.viewer.renderers`).
 
 Lookups read entry-point metadata only; a plugin's module is imported when what it provides
 is first loaded, never while composing configs.
@@ -18,6 +19,7 @@ from meeple.plugins.spec import AlphaZeroGame, EnvBackend
 GROUP = "meeple.plugins"
 GAMES_GROUP = "meeple.games"
 BENCHMARKS_GROUP = "meeple.benchmarks"  # name -> "module:main", main(argv) -> exit code
+VIEWERS_GROUP = "meeple.viewers"  # game -> meeple.viewer.renderers.Renderer (or a callable returning one)
 
 
 def installed(group: str = GROUP) -> dict[str, EntryPoint]:

@@ -1,0 +1,90 @@
+"""A replay as one self-contained HTML page: the core's style and script, the game's renderer and
+the replay's JSON, all inline. The page loads nothing (its Content-Security-Policy forbids any
+request), so it opens from a file, an MLflow artifact view or a mail attachment alike.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+from meeple.viewer.renderers import Renderer, renderer
+from meeple.viewer.replay import Replay
+
+# Inline scripts and styles only; no fetch, image, font or frame from anywhere.
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+
+def core_asset(name: str) -> str:
+    """The source text of one of the core's static files (``viewer.js``, ``viewer.css``)."""
+    return files("meeple.viewer").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def json_for_script(data: object) -> str:
+    """JSON safe inside ``<script type="application/json">``: every ``<`` escaped (``\\u003c``),
+    so no string in it can close the element or open a comment."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
+
+
+def _inline(source: str, tag: str) -> str:
+    """Script or style text that cannot end its element early (``</script`` -> ``<\\/script``,
+    the same string in JS and the same token in CSS)."""
+    return _replace_ci(source, f"</{tag}", f"<\\/{tag}")
+
+
+def _replace_ci(text: str, old: str, new: str) -> str:
+    lower, out, start = text.lower(), [], 0
+    while (at := lower.find(old, start)) >= 0:
+        out += [text[start:at], new]
+        start = at + len(old)
+    return "".join([*out, text[start:]])
+
+
+def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str:
+    """The page of ``replay``, drawn by ``with_renderer`` or else the installed renderer of its game."""
+    draw = with_renderer or renderer(replay.game)
+    data = replay.to_json()
+    return "\n".join([
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(replay.title)}</title>",
+        f"<style>{_inline(core_asset('viewer.css'), 'style')}</style>",
+        f"<style>{_inline(draw.css, 'style')}</style>",
+        "</head><body>",
+        '<main id="viewer"></main>',
+        f'<script type="application/json" id="replay">{json_for_script(data)}</script>',
+        f"<script>{_inline(draw.js, 'script')}</script>",
+        f"<script>{_inline(core_asset('viewer.js'), 'script')}</script>",
+        "</body></html>",
+        "",
+    ])
+
+
+def write_replay(path: str | os.PathLike, replay: Replay, *, with_renderer: Renderer | None = None) -> Path:
+    """Writes the page to ``path`` atomically (a temporary file in the same folder, then renamed):
+    a reader never sees half a page, and a failed write leaves no file behind."""
+    path = Path(path)
+    text = replay_html(replay, with_renderer=with_renderer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_replay(path: str | os.PathLike) -> Replay:
+    """The replay embedded in a page that :func:`write_replay` wrote (tests, tools)."""
+    text = Path(path).read_text(encoding="utf-8")
+    start = text.index('id="replay">') + len('id="replay">')
+    return Replay.from_json(json.loads(text[start : text.index("</script>", start)]))
