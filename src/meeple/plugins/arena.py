@@ -18,7 +18,8 @@ Final = TypeVar("Final")
 
 class NativeMCTSPlayer:
     """PUCT search (``search``, a native ``MCTS`` class) with a network evaluator
-    (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``; no exploration noise."""
+    (``TorchEvaluator``) or ``"rollout"`` / ``"uniform"``; no exploration noise. ``last_search``
+    is the native search's report of the last move (visits, prior, root_value: what a replay shows)."""
 
     search_class: ClassVar[type]
 
@@ -27,9 +28,10 @@ class NativeMCTSPlayer:
         self.evaluator = evaluator
         self.search = self.search_class(num_simulations=num_simulations, c_puct=c_puct,
                                         leaves_in_flight=leaves_in_flight, seed=seed, dirichlet_epsilon=0.0)
+        self.last_search: dict[str, Any] | None = None
 
     def move(self, state: Any, temperature: float = 0.0) -> int:
-        self.search.search(state, self.evaluator)
+        self.last_search = self.search.search(state, self.evaluator)
         return self.search.choose_action(temperature)
 
 

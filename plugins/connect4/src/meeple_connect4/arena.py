@@ -10,7 +10,7 @@ few moves sampled from the search's visit counts (``opening_temperature``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -44,14 +44,18 @@ class RandomPlayer(NativeRandomPlayer):
 
 
 def play_game(players: Sequence, start: Connect4 | None = None, opening_moves: int = 0,
-              opening_temperature: float = 1.0) -> Connect4:
-    """Play to the end; ``players[i]`` moves when ``position.to_play == i``. Returns the final position."""
+              opening_temperature: float = 1.0, on_move: Callable | None = None) -> Connect4:
+    """Play to the end; ``players[i]`` moves when ``position.to_play == i``. Returns the final
+    position. ``on_move(position, player, column)`` sees each move before it is played (a replay)."""
     position = start.copy() if start is not None else Connect4()
     first_ply = position.moves_played
     while not position.is_terminal():
         player = players[position.to_play]
         sample = position.moves_played - first_ply < opening_moves
-        position.play(player.move(position, opening_temperature if sample else 0.0))
+        column = player.move(position, opening_temperature if sample else 0.0)
+        if on_move is not None:
+            on_move(position, player, column)
+        position.play(column)
     return position
 
 

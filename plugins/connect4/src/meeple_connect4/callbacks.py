@@ -17,6 +17,7 @@ import numpy as np
 from meeple.phases.alphazero.benchmark import IterationBenchmark, module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.tracking import keys
+from meeple.viewer.replay import Replay
 from meeple_connect4.arena import MCTSPlayer, SolverPlayer, play_from_positions, play_match
 from meeple_connect4.benchmark import (
     MIDDLE,
@@ -27,6 +28,7 @@ from meeple_connect4.benchmark import (
     player_moves,
     policy_moves,
 )
+from meeple_connect4.replay import record_game
 from meeple_native import Solver
 
 
@@ -48,13 +50,16 @@ class Connect4Benchmark(IterationBenchmark):
       (``generated_positions`` each, from ``generated_seed``) and, with ``benchmark_dir``, on
       Pons' ``Test_L3_R1`` and ``Test_L2_R1``: by the raw policy on every position, and by
       MCTS with the network on the first ``mcts_positions``.
+
+    Then ``replays`` games of the same agent against the same pure MCTS, colours alternating, go to
+    the viewer (:mod:`meeple_connect4.replay`).
     """
 
     def __init__(self, every_n_iterations: int, agent_simulations: int, mcts_games: int,
                  mcts_opponent_simulations: int, solver_games: int, mcts_positions: int,
                  benchmark_dir: str | None, generated_positions: int = 200,
-                 generated_seed: int = 2026) -> None:
-        super().__init__(every_n_iterations)
+                 generated_seed: int = 2026, replays: int = 0) -> None:
+        super().__init__(every_n_iterations, replays)
         self.agent_simulations = agent_simulations
         self.mcts_games = mcts_games
         self.mcts_opponent_simulations = mcts_opponent_simulations
@@ -66,6 +71,7 @@ class Connect4Benchmark(IterationBenchmark):
         self.generated_seed = generated_seed
         self.benches: list[BenchmarkSet] = []
         self._solver: Solver | None = None
+        self._players: tuple[MCTSPlayer, MCTSPlayer | None] | None = None
 
     def prepare(self) -> None:
         self._solver = Solver(tt_log2=22)
@@ -80,10 +86,12 @@ class Connect4Benchmark(IterationBenchmark):
         agent = MCTSPlayer(TorchEvaluator(pl_module.best, device), num_simulations=self.agent_simulations,
                            seed=next(self._seeds))
         metrics: dict[str, float] = {}
+        pure = None
         if self.mcts_games:
             pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
                               seed=next(self._seeds))
             metrics[keys.EVAL_VS_MCTS] = play_match(agent, pure, self.mcts_games).score
+        self._players = agent, pure  # the replays' (no seed drawn for them: the metrics stay as they were)
         middle = next(b for b in self.benches if b.name == MIDDLE)
         if self.solver_games:
             rng = np.random.default_rng(next(self._seeds))
@@ -104,3 +112,17 @@ class Connect4Benchmark(IterationBenchmark):
             floor, _ = bench.random_shares()
             metrics[keys.optimal_share_key(bench.name, "random")] = floor
         return self.finish(metrics, start)
+
+    def replay_games(self, pl_module: L.LightningModule, count: int, iteration: int) -> list[Replay]:
+        agent, pure = self._players
+        if pure is None:
+            pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
+                              seed=iteration)
+        opponent = f"pure MCTS ({self.mcts_opponent_simulations} rollouts)"
+        replays = []
+        for game in range(count):
+            seats = (agent, pure) if game % 2 == 0 else (pure, agent)
+            names = ("agent", opponent) if game % 2 == 0 else (opponent, "agent")
+            replays.append(record_game(seats, names, f"connect4 iteration {iteration} game {game + 1}: "
+                                                     f"{names[0]} vs {names[1]}", opening_moves=2))
+        return replays

@@ -1,8 +1,9 @@
 """The skeleton of a game's strength benchmark for the AlphaZero phase (a ``phase.callbacks``
 entry): when to measure, on which rank, with which seeds, and how the numbers are kept and logged.
 
-A game's plugin subclasses :class:`IterationBenchmark` with what it measures (``evaluate_module``)
-and, if it needs them, positions prepared once (``prepare``).
+A game's plugin subclasses :class:`IterationBenchmark` with what it measures (``evaluate_module``),
+if it needs them, positions prepared once (``prepare``), and the games it shows (``replay_games``:
+``replays`` of them after each measurement, saved as pages by :mod:`meeple.viewer.artifacts`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ import lightning as L
 import torch
 
 from meeple.callbacks.ranks import log_shared, on_rank_zero
+from meeple.errors import ConfigError
 from meeple.seeding import Component
+from meeple.viewer.artifacts import publish_replays
+from meeple.viewer.replay import Replay
+
+log = logging.getLogger(__name__)
 
 
 def module_device(module: L.LightningModule) -> torch.device:
@@ -26,12 +32,16 @@ def module_device(module: L.LightningModule) -> torch.device:
 class IterationBenchmark(L.Callback):
     """Every ``every_n_iterations`` iterations (and after the last) measures the best network on
     rank 0 and logs the metrics on every rank; ``history`` keeps each measurement with its
-    iteration. The phase puts its gate first, so this measures the network that plays self-play."""
+    iteration. The phase puts its gate first, so this measures the network that plays self-play.
+    After each measurement rank 0 also plays ``replays`` games for the viewer (0: none)."""
 
     log_label: ClassVar[str] = "benchmark"  # the log line's prefix
 
-    def __init__(self, every_n_iterations: int) -> None:
+    def __init__(self, every_n_iterations: int, replays: int = 0) -> None:
+        if replays < 0:
+            raise ConfigError(f"{type(self).__name__} replays={replays}; accepted: an integer >= 0 (0: no replays)")
         self.every_n_iterations = every_n_iterations
+        self.replays = replays
         self.history: list[dict[str, float]] = []
         self._datamodule = None  # its seed streams are checkpointed (exact resume)
 
@@ -40,6 +50,11 @@ class IterationBenchmark(L.Callback):
 
     def evaluate_module(self, pl_module: L.LightningModule) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} must define evaluate_module(pl_module)")
+
+    def replay_games(self, pl_module: L.LightningModule, count: int, iteration: int) -> list[Replay]:
+        """``count`` games of the network just measured, as replays (called after
+        ``evaluate_module``, on rank 0). A game without a viewer keeps this default: none."""
+        return []
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._datamodule is not None:
@@ -60,6 +75,16 @@ class IterationBenchmark(L.Callback):
         metrics["iteration"] = float(iteration)
         self.history.append(metrics)
         log_shared(pl_module, {k: v for k, v in metrics.items() if k != "iteration"})
+        if self.replays and trainer.global_rank == 0:
+            self._save_replays(trainer, pl_module, iteration)
+
+    def _save_replays(self, trainer: L.Trainer, pl_module: L.LightningModule, iteration: int) -> None:
+        try:
+            replays = self.replay_games(pl_module, self.replays, iteration)
+        except Exception as err:  # a replay is a view of the run: it must never fail it
+            log.warning("%s: replays of iteration %d skipped: %s", self.log_label, iteration, err)
+            return
+        publish_replays(trainer, replays)
 
     def finish(self, metrics: dict[str, float], start: float) -> dict[str, float]:
         """Adds ``perf/eval_s`` (seconds since ``start``) and logs the ``eval/`` metrics."""

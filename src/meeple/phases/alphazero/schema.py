@@ -29,6 +29,7 @@ class AZEval:
     solver_games: int = 10
     mcts_positions: int = 100
     benchmark_dir: str | None = None
+    replays: int = 1  # games kept as viewer pages after each measurement (0: none); docs/viewer.md
 
 
 @dataclass
@@ -72,6 +73,7 @@ def check_alphazero(cfg: DictConfig, phase: AlphaZeroPhase) -> None:
              "an integer >= 1")
     require(phase.eval.every_n_iterations >= 1, "phase.eval.every_n_iterations", phase.eval.every_n_iterations,
              "an integer >= 1")
+    require(phase.eval.replays >= 0, "phase.eval.replays", phase.eval.replays, "an integer >= 0 (0: no replays)")
     game = load_game(phase.game)
     # Mirrored samples are only valid for a game that says it is left-right symmetric with
     # actions that mirror with the board (columns); never flip silently.
