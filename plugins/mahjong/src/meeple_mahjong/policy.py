@@ -27,9 +27,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from meeple.checkpoint.actor import load_actor
-from meeple.checkpoint.io import CheckpointError
+from meeple.checkpoint.actor import actor_from_checkpoint, checkpoint_file, load_actor
+from meeple.checkpoint.io import CheckpointError, load_verified
+from meeple.nets.actor_critic import MASK_KEY, OBS_KEY
 from meeple.nets.policy_fn import greedy_policy, random_policy, sampled_policy  # noqa: F401 (re-exported)
 from meeple_native import mahjong as _mj
 
@@ -205,3 +210,65 @@ def policy_from_checkpoint(path: str | os.PathLike, *, device: str = "cpu") -> P
     """The greedy policy of an ``env=mahjong`` PPO checkpoint (file or run directory)."""
     actor, _ = load_policy_actor(path, device=device)
     return greedy_policy(actor, device=device)
+
+
+class PolicyHeads:
+    """What a network thinks of a batch of decisions: the actor's probabilities over the 155
+    actions (softmax of the masked logits) and, with a critic, its value estimate.
+
+    An actor that reads the ``oracle`` planes (phase 2's teacher) is given them: ``oracle`` is
+    true then and the caller passes the deciding seats' planes."""
+
+    def __init__(self, actor: torch.nn.Module, critic: torch.nn.Module | None = None, *,
+                 device: str | torch.device = "cpu") -> None:  # fmt: skip
+        self.actor = actor.eval()
+        self.critic = critic.eval() if critic is not None else None
+        self.device = torch.device(device)
+        self.oracle = "oracle" in getattr(actor, "in_keys", ())
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, mask: torch.Tensor,
+                 oracle: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+        """``(probs [N, 155], values [N] or None)`` on the CPU."""
+        inputs = {OBS_KEY: obs.to(self.device), MASK_KEY: mask.to(self.device)}
+        if self.oracle:
+            inputs["oracle"] = oracle.to(self.device)
+        td = TensorDict(inputs, batch_size=[len(obs)])
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            logits = self.actor(td.clone(False))["logits"].float().cpu()
+            values = None
+            if self.critic is not None:
+                values = self.critic(td.clone(False))["state_value"].float().cpu().reshape(len(obs))
+        probs = logits.masked_fill(~mask.cpu(), float("-inf")).softmax(-1)
+        return probs, values
+
+
+def load_policy_heads(path: str | os.PathLike, *, device: str = "cpu") -> tuple[PolicyHeads, dict[str, Any]]:
+    """`PolicyHeads` of an ``env=mahjong`` checkpoint (file or run directory, resolved as
+    `load_policy_actor` does) and what the loader says of it (file, global_step, config).
+    The critic comes along when the checkpoint holds its weights (``critic.*``)."""
+    file = checkpoint_file(path)
+    ckpt = load_verified(file, map_location=device)
+    actor, info = actor_from_checkpoint(ckpt, file, _mahjong_specs)
+    critic = _critic(ckpt, file, info["config"])
+    actor.to(device)
+    if critic is not None:
+        critic.to(device)
+    return PolicyHeads(actor, critic, device=device), info
+
+
+def _critic(ckpt: dict[str, Any], file: os.PathLike, config: dict[str, Any]) -> torch.nn.Module | None:
+    """The checkpoint's critic, rebuilt like its actor (a second build of the model, whose
+    actor is dropped); None when it saved no critic weights."""
+    prefix = "critic."
+    state = {k[len(prefix):].replace("._orig_mod", ""): v
+             for k, v in (ckpt.get("model_state_dict") or {}).items() if k.startswith(prefix)}  # fmt: skip
+    if not state:
+        return None
+    _, critic = instantiate(OmegaConf.create(config["model"]))(*_mahjong_specs(config))
+    try:
+        critic.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{file}: the critic weights do not fit the saved model "
+                              f"({' '.join(str(err).split())[:300]})") from err
+    return critic
