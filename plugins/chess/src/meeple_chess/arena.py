@@ -13,7 +13,7 @@ are sampled from the search's visit counts (``opening_temperature``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -46,9 +46,11 @@ class MatchReport:
 
 
 def play_game(players: Sequence, start: Board | None = None, *, opening_moves: int = 0,
-              opening_temperature: float = 1.0, max_plies: int | None = None) -> Board:
+              opening_temperature: float = 1.0, max_plies: int | None = None,
+              on_move: Callable | None = None) -> Board:
     """Play to the end (or ``max_plies`` plies); ``players[i]`` moves when ``board.to_play == i``
-    (0 white). Returns the final board."""
+    (0 white). Returns the final board. ``on_move(board, player, action)`` sees each move before
+    it is played (a replay)."""
     board = start.copy() if start is not None else Board()
     first_ply = board.ply
     while not board.is_game_over():
@@ -56,7 +58,11 @@ def play_game(players: Sequence, start: Board | None = None, *, opening_moves: i
         if max_plies is not None and played >= max_plies:
             break
         temperature = opening_temperature if played < opening_moves else 0.0
-        board.push_action(players[board.to_play].move(board, temperature))
+        player = players[board.to_play]
+        action = player.move(board, temperature)
+        if on_move is not None:
+            on_move(board, player, action)
+        board.push_action(action)
     return board
 
 

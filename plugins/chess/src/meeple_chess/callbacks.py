@@ -16,7 +16,9 @@ import torch
 from meeple.phases.alphazero.benchmark import IterationBenchmark, module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.tracking import keys
+from meeple.viewer.replay import Replay
 from meeple_chess.arena import MCTSPlayer, play_match
+from meeple_chess.replay import record_game
 from meeple_native.chess import NUM_ACTIONS, PLANES_SHAPE, Board
 
 
@@ -72,14 +74,17 @@ class ChessBenchmark(IterationBenchmark):
       positions with a mate in one (from random games, fixed ``mate_seed``) where the raw policy's
       top legal move, or MCTS with the network, mates; ``eval/mate_in_one/random`` is the share a
       uniformly random legal move gets (the floor).
+
+    Then ``replays`` games of the same agent against the same pure MCTS, colours alternating, go to
+    the viewer (:mod:`meeple_chess.replay`).
     """
 
     log_label = "chess benchmark"
 
     def __init__(self, every_n_iterations: int, agent_simulations: int, mcts_games: int,
                  mcts_opponent_simulations: int, opening_moves: int = 4, mate_positions: int = 50,
-                 mate_seed: int = 2026, leaves_in_flight: int = 8) -> None:
-        super().__init__(every_n_iterations)
+                 mate_seed: int = 2026, leaves_in_flight: int = 8, replays: int = 0) -> None:
+        super().__init__(every_n_iterations, replays)
         self.agent_simulations = agent_simulations
         self.mcts_games = mcts_games
         self.mcts_opponent_simulations = mcts_opponent_simulations
@@ -88,6 +93,7 @@ class ChessBenchmark(IterationBenchmark):
         self.mate_seed = mate_seed
         self.leaves_in_flight = leaves_in_flight
         self.mates: list[tuple[Board, list[int]]] = []
+        self._players: tuple[MCTSPlayer, MCTSPlayer | None] | None = None
 
     def prepare(self) -> None:
         self.mates = mate_in_one_positions(self.mate_positions, self.mate_seed) if self.mate_positions else []
@@ -100,6 +106,7 @@ class ChessBenchmark(IterationBenchmark):
         agent = MCTSPlayer(TorchEvaluator(net, device), num_simulations=self.agent_simulations,
                            leaves_in_flight=self.leaves_in_flight, seed=next(self._seeds))
         metrics: dict[str, float] = {}
+        pure = None
         if self.mcts_games:
             pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
                               seed=next(self._seeds))
@@ -107,6 +114,7 @@ class ChessBenchmark(IterationBenchmark):
             metrics[keys.EVAL_VS_MCTS] = report.result.score
             metrics["eval/draw_rate_vs_mcts"] = report.result.draws / report.result.games
             metrics["eval/game_length_vs_mcts"] = float(np.mean(report.plies))
+        self._players = agent, pure  # the replays' (no seed drawn for them: the metrics stay as they were)
         if self.mates:
             boards = [board for board, _ in self.mates]
             chosen = policy_actions(net, boards, device)
@@ -115,3 +123,17 @@ class ChessBenchmark(IterationBenchmark):
             metrics["eval/mate_in_one/random"] = float(np.mean([len(m) / len(b.legal_actions())
                                                                 for b, m in self.mates]))
         return self.finish(metrics, start)
+
+    def replay_games(self, pl_module: L.LightningModule, count: int, iteration: int) -> list[Replay]:
+        agent, pure = self._players
+        if pure is None:
+            pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
+                              seed=iteration)
+        opponent = f"pure MCTS ({self.mcts_opponent_simulations} rollouts)"
+        replays = []
+        for game in range(count):
+            seats = (agent, pure) if game % 2 == 0 else (pure, agent)
+            names = ("agent", opponent) if game % 2 == 0 else (opponent, "agent")
+            replays.append(record_game(seats, names, f"chess iteration {iteration} game {game + 1}: "
+                                                     f"{names[0]} vs {names[1]}", opening_moves=self.opening_moves))
+        return replays
