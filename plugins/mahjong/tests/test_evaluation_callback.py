@@ -46,7 +46,7 @@ def actor():
 
 
 def test_callback_plays_the_greedy_policy_and_logs_baseline_and_evaluations(actor):
-    cb = DuplicateEvaluation(games=2, opponent="rule", seed=3, every_n_epochs=2)
+    cb = DuplicateEvaluation(games=2, opponent="rule", seed=3, every_n_epochs=2, replays=0)  # replays: test_evaluation_replays
     module = _Module(policy=actor, logged={})
     logged_at_start = []
     trainer = _Trainer(global_step=0, current_epoch=0, max_epochs=3, should_stop=False,

@@ -26,6 +26,8 @@ from meeple_autobattler.backend import start_server
 from meeple_autobattler.policies import random_actions, scripted_actions
 
 Act = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (obs [rows, 612], mask [rows, 92]) -> actions
+# (game, obs [612], mask [92], action): each decision of the policy's seat in a watched game
+Watch = Callable[[int, np.ndarray, np.ndarray, int], None]
 EQUAL_PLACE = (L.PLAYERS + 1) / 2
 
 
@@ -55,33 +57,42 @@ def policy_act(policy: torch.nn.Module) -> Act:
     return act
 
 
-def play(act: Act, opponent: Act, *, games: int, seed: int = 0, max_steps: int = 2000) -> np.ndarray:
-    """The policy's place in each of ``games`` games (one Node server, one env per game)."""
+def play(act: Act, opponent: Act, *, games: int, seed: int = 0, max_steps: int = 2000,
+         watch: Watch | None = None, watched: int = 0) -> np.ndarray:
+    """The policy's place in each of ``games`` games (one Node server, one env per game);
+    ``watch`` sees every decision of the policy in the first ``watched`` games (replays)."""
     server = start_server(games)
     try:
         client = connect("socket", server.address)
         try:
-            return _play(client, act, opponent, games, seed, max_steps)
+            return _play(client, act, opponent, games, seed, max_steps, watch, watched)
         finally:
             client.close()
     finally:
         server.stop()
 
 
-def _play(client, act: Act, opponent: Act, games: int, seed: int, max_steps: int) -> np.ndarray:
+def _play(client, act: Act, opponent: Act, games: int, seed: int, max_steps: int,
+          watch: Watch | None = None, watched: int = 0) -> np.ndarray:
     client.reset(seed)
     records = client.observe(all_seats=True)  # [games, seats]
     mine = np.zeros((games, L.PLAYERS), dtype=bool)
     mine[np.arange(games), np.arange(games) % L.PLAYERS] = True
     place = np.zeros(games, dtype=int)
+    seat_rows = np.flatnonzero(mine.reshape(-1))  # the policy's row of each game
     for _ in range(max_steps):
         obs = np.array(records["obs"]).reshape(games * L.PLAYERS, -1)
         mask = np.array(records["mask"]).reshape(games * L.PLAYERS, -1).astype(bool)
-        mask[~mask.any(axis=1), L.A_END] = True  # seats not to move: action 0, ignored
+        to_move = mask.any(axis=1)
+        mask[~to_move, L.A_END] = True  # seats not to move: action 0, ignored
         flat = mine.reshape(-1)
         actions = np.zeros(len(flat), dtype=np.int32)
         actions[flat] = act(obs[flat], mask[flat])
         actions[~flat] = opponent(obs[~flat], mask[~flat])
+        for game in range(min(watched, games) if watch is not None else 0):
+            row = seat_rows[game]
+            if to_move[row] and place[game] == 0:
+                watch(game, obs[row], mask[row], int(actions[row]))
         records = client.step_multi(actions.reshape(games, L.PLAYERS))
         reward = np.array(records["reward"])[mine]
         newly = (place == 0) & (reward != 0)

@@ -37,6 +37,14 @@ prefixes measure against several opponents, e.g. ``duplicate`` (``eval/``, rule 
   policy against copies of itself, e.g. ``start`` before the first step) and 0.0 otherwise
   (the paired_comparison convention); with a single game index it is nan.
 
+Each evaluation also keeps ``replays`` games (default 1; 0 keeps none) as self-contained HTML
+pages (meeple.viewer): game k is the duplicate's game index ``first_game + k`` with the policy at
+seat k % 4 against the same opponents, replayed on the engine with its MJAI stream
+(meeple_mahjong.recorded) and annotated at each of the policy's decisions with its top actions,
+their probabilities and the critic's value. They go to ``<run dir>/replays/phase<N>/`` and, when
+the run is tracked, to the MLflow run's artifacts under the same path
+(meeple.viewer.artifacts.publish_replays). A replay that fails is a warning, never a failed run.
+
 Against a bot, before the first step the untrained network is measured once
 (``<prefix>untrained_*``, the baseline a learning claim is read against, and recorded with
 every later evaluation as ``<prefix>untrained_avg_rank`` / ``<prefix>untrained_rank_points``).
@@ -69,7 +77,7 @@ from meeple.callbacks.evaluation import evaluation_due
 from meeple.nets.actor_critic import without_logits_transforms
 
 from .duplicate import DuplicateStats, even_test, run_duplicate
-from .policy import POLICY, PolicyTable, greedy_policy, load_policy_actor
+from .policy import POLICY, PolicyHeads, PolicyTable, greedy_policy, load_policy_actor
 from .tables import BOTS
 
 log = logging.getLogger(__name__)
@@ -132,7 +140,7 @@ class DuplicateEvaluation(L.Callback):
     def __init__(self, *, games: int, opponent: str | None = None, opponent_checkpoint: str | os.PathLike | None = None,
                  prefix: str = PREFIX, seed: int = 0, every_n_epochs: int = 1, every_n_validations: int | None = None,
                  first_game: int = 0, chunk: int = 32, threads: int = 1, baseline: bool | None = None,
-                 rules: dict[str, Any] | None = None, start_rules: bool = True) -> None:  # fmt: skip
+                 rules: dict[str, Any] | None = None, start_rules: bool = True, replays: int = 1) -> None:  # fmt: skip
         if games < 1:
             raise ValueError(f"duplicate evaluation games={games}; accepted: an integer >= 1")
         if every_n_epochs < 1:
@@ -140,6 +148,9 @@ class DuplicateEvaluation(L.Callback):
         if every_n_validations is not None and every_n_validations < 1:
             raise ValueError(f"duplicate evaluation every_n_validations={every_n_validations}; accepted: "
                              "null (evaluate at epoch ends) or an integer >= 1")
+        if not isinstance(replays, int) or replays < 0:
+            raise ValueError(f"duplicate evaluation replays={replays!r}; accepted: an integer >= 0 (games kept as "
+                             "HTML replays per evaluation, 0 = none)")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"duplicate evaluation prefix={prefix!r}; accepted: a non-empty metric key prefix "
                              "such as eval/ or eval/vs_start_")
@@ -168,6 +179,7 @@ class DuplicateEvaluation(L.Callback):
         # The untrained baseline: by default against bots only (against start it is 2.5).
         self.baseline = (not self.network if baseline is None else baseline) and opponent != START
         self.rules = dict(rules or {})
+        self.replays = replays
         self.history: list[dict[str, float]] = []  # every evaluation's metrics, with its global step
         self.untrained: dict[str, float] | None = None  # the baseline measured before the first step
         self.opponent_actor: torch.nn.Module | None = None  # the network opponent, once prepared
@@ -263,6 +275,39 @@ class DuplicateEvaluation(L.Callback):
             # Recorded with each evaluation so the gate file says what training started from.
             for key in ("avg_rank", "rank_points"):
                 pl_module.log(self.prefix + UNTRAINED + key, self.untrained[key], on_step=False, on_epoch=True)
+        if self.replays:
+            self.save_replays(trainer, pl_module)
+
+    def save_replays(self, trainer: L.Trainer, pl_module: L.LightningModule) -> list:
+        """Plays and publishes this evaluation's ``replays`` games (see the module doc); returns the
+        files written in the run directory."""
+        from meeple.viewer.artifacts import publish_replays
+
+        from .recorded import evaluation_replays
+
+        policy, critic = pl_module.policy, getattr(pl_module, "critic", None)
+        modes = [(m, m.training) for m in (policy, critic) if isinstance(m, torch.nn.Module)]
+        started = time.perf_counter()
+        try:
+            device = _device(policy)
+            heads = PolicyHeads(policy, critic if isinstance(critic, torch.nn.Module) else None, device=device)
+            opponent_fn = None
+            if self.opponent_actor is not None:
+                opponent_fn = greedy_policy(self.opponent_actor.to(device))
+            with torch.no_grad():
+                replays = evaluation_replays(
+                    heads, greedy_policy(policy), self._describe(), opponent_fn, games=self.replays,
+                    seed=self.seed, first_game=self.first_game, rules=self.rules,
+                    title=f"{self.prefix}step {trainer.global_step}: ")  # fmt: skip
+            paths = publish_replays(trainer, replays)
+        except Exception as err:  # a page is a view of the run: it must never fail it
+            log.warning("duplicate evaluation replays not recorded: %s: %s", type(err).__name__, err)
+            return []
+        finally:
+            for module, training in modes:
+                module.train(training)
+        log.info("duplicate evaluation: %d replay(s) in %.1f s", len(replays), time.perf_counter() - started)
+        return paths
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"history": list(self.history), "untrained": self.untrained,

@@ -193,6 +193,35 @@
     if (d.top.length) mark(d.top[0].action, "preferred");
   }
 
+  /* A review: buttons to the previous / next step marked "disagree" (the core viewer's show()). */
+  function reviewNav(replay) {
+    if (!replay || !replay.steps) return null;
+    if (!replay._disagree) {
+      replay._disagree = [];
+      replay.steps.forEach(function (s, i) { if ((s.marks || []).indexOf("disagree") >= 0) replay._disagree.push(i); });
+    }
+    var marked = replay._disagree;
+    if (!marked.length) return null;
+    var nav = el("div", "review-nav");
+    function go(dir) {
+      var viewer = window.meepleViewer && window.meepleViewer.current;
+      if (!viewer) return;
+      var at = viewer.current();
+      var next = dir > 0 ? marked.filter(function (i) { return i > at; })[0]
+        : marked.filter(function (i) { return i < at; }).pop();
+      if (next !== undefined) viewer.show(next);
+    }
+    [["prev-disagree", "\u25c0 disagreement", -1], ["next-disagree", "disagreement \u25b6", 1]].forEach(function (b) {
+      var button = el("button", "nav", b[1]);
+      button.type = "button";
+      button.setAttribute("data-nav", b[0]);
+      button.addEventListener("click", function () { go(b[2]); });
+      nav.appendChild(button);
+    });
+    nav.appendChild(el("span", "count", marked.length + " disagreements"));
+    return nav;
+  }
+
   function draw(board, state, step, replay) {
     var names = (replay && replay.players) || ["0", "1", "2", "3"];
     var bottom = state.pov === null || state.pov === undefined ? 0 : state.pov;
@@ -207,6 +236,8 @@
     if (res) mid.appendChild(res);
     table.appendChild(mid);
     board.appendChild(table);
+    var nav = reviewNav(replay);
+    if (nav) board.appendChild(nav);
     if (step) markDecision(board, step);
   }
 

@@ -4,7 +4,8 @@ event and `Table.state()` is the plain JSON `meeple_mahjong/viewer/renderer.js` 
 Torch-free and engine-free: it reads any MJAI stream the replayer accepts (the engine's own,
 or a converted Tenhou log). State keys (one entry per seat where a list has four):
 
-- ``bakaze`` ``kyoku`` ``honba`` ``kyotaku`` ``oya``, ``scores``, ``names``;
+- ``bakaze`` ``kyoku`` ``honba`` ``kyotaku`` ``oya``, ``scores`` (the players' names are the
+  replay's, not repeated in every step);
 - ``dora``: the dora indicators shown so far; ``wall``: tiles left to draw;
 - ``hands``: each seat's concealed tiles, sorted, without ``drawn`` (the tile just drawn);
 - ``rivers``: each seat's discards, ``{"pai", "riichi"?, "called"?, "tsumogiri"?}`` (flags only
@@ -49,8 +50,8 @@ class Table:
     """Follows one game's MJAI events; `state()` is a fresh JSON-ready dict each call."""
 
     def __init__(self, names: list[str] | None = None) -> None:
+        self.names = list(names or ["0", "1", "2", "3"])
         self.s: dict[str, Any] = {
-            "names": list(names or ["0", "1", "2", "3"]),
             "bakaze": "E", "kyoku": 1, "honba": 0, "kyotaku": 0, "oya": 0,
             "scores": [25000] * 4, "dora": [], "wall": 0,
             "hands": [[] for _ in range(4)], "drawn": [None] * 4,
@@ -83,7 +84,7 @@ class Table:
     def _start_game(self, ev: dict) -> None:
         names = ev.get("names")
         if isinstance(names, list) and len(names) == 4:
-            self.s["names"] = [str(n) for n in names]
+            self.names = [str(n) for n in names]
 
     def _start_kyoku(self, ev: dict) -> None:
         s = self.s
