@@ -163,3 +163,21 @@ def test_an_unknown_game_is_one_line_naming_the_playable_ones():
     assert load_play_factory("race", available) is Race
     with pytest.raises(PluginNotFoundError, match=r"^game 'go' cannot be played in the browser; installed: race$"):
         load_play_factory("go", available)
+
+
+def test_the_command_line_refuses_bad_input_in_one_line(tmp_path, capsys):
+    from meeple.checkpoint.io import save_atomic
+    from meeple.play import main
+
+    def one_line(argv: list[str], needle: str) -> None:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("meeple: error: ") and err.count("\n") == 1 and needle in err, err
+
+    one_line([str(tmp_path / "missing.pt")], "missing.pt")
+    ckpt = tmp_path / "ckpt.pt"
+    save_atomic({"model_state_dict": {}, "config": {"env": {"backend": "nothing"}}, "checkpoint_version": 1}, ckpt)
+    one_line([str(ckpt)], "game 'nothing' cannot be played in the browser; installed: ")
+    one_line([str(ckpt), "--port", "70000"], "--port 70000; accepted: 0 (any free port) to 65535")
+    save_atomic({"model_state_dict": {}, "config": {}, "checkpoint_version": 1}, ckpt)
+    one_line([str(ckpt)], "its config names no game (phase.game or env.backend); give --game")

@@ -67,9 +67,11 @@ class SearchSession(ABC):
     """Two seats taking turns on one native position: the human's and a search player's.
 
     ``player`` is a ``NativeMCTSPlayer`` (its ``last_search`` is shown as the agent's decision);
-    ``opening`` moves are played first, by nobody (the game goes on from that position). Actions are the engine's integers; their ids on the wire are ``str(int)``.
-    A subclass names the position's rules: :meth:`legal_actions`, :meth:`label`, :meth:`apply`,
-    :meth:`to_play`, :meth:`over`, :meth:`draw_state`, :meth:`result` and :meth:`log`.
+    ``opening`` moves are played first, by nobody (the game goes on from that position). Actions
+    are the engine's integers; their ids on the wire are :meth:`action_id` (``str(int)`` unless the
+    game's renderer submits others: chess's UCI). A subclass names the position's rules:
+    :meth:`legal_actions`, :meth:`label`, :meth:`apply`, :meth:`to_play`, :meth:`over`, and the
+    protocol's :meth:`state`, :meth:`result` and :meth:`log`.
     """
 
     game: str
@@ -108,7 +110,7 @@ class SearchSession(ABC):
     def over(self) -> bool: ...
 
     @abstractmethod
-    def draw_state(self) -> dict[str, Any]: ...
+    def state(self) -> dict[str, Any]: ...
 
     @abstractmethod
     def result(self) -> dict[str, Any]: ...
@@ -120,9 +122,6 @@ class SearchSession(ABC):
     @property
     def finished(self) -> bool:
         return self.over()
-
-    def state(self) -> dict[str, Any]:
-        return self.draw_state()
 
     def legal(self) -> list[dict[str, str]]:
         if self.finished or self.to_play() != self.human_seat:
@@ -142,7 +141,7 @@ class SearchSession(ABC):
     def advance(self) -> list[Step]:
         steps = []
         while not self.finished and self.to_play() != self.human_seat:
-            before = self.draw_state()
+            before = self.state()
             seat = self.to_play()
             action, decision = self._search()
             label = self.label(action)

@@ -51,7 +51,7 @@ class ChessSession(SearchSession):
     def over(self) -> bool:
         return bool(self.position.is_game_over())
 
-    def draw_state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         return board_state(self.position, self.uci[-1] if self.uci else None)
 
     def result(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class Connect4Session(SearchSession):
     def over(self) -> bool:
         return bool(self.position.is_terminal())
 
-    def draw_state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         return board_state(self.position, self.moves[-1] if self.moves else None)
 
     def result(self) -> dict[str, Any]:
