@@ -69,7 +69,7 @@ class SearchSession(ABC):
     ``player`` is a ``NativeMCTSPlayer`` (its ``last_search`` is shown as the agent's decision);
     ``opening`` moves are played first, by nobody (the game goes on from that position). Actions
     are the engine's integers; their ids on the wire are :meth:`action_id` (``str(int)`` unless the
-    game's renderer submits others: chess's UCI). A subclass names the position's rules:
+    game's renderer submits others, e.g. a move's notation). A subclass names the position's rules:
     :meth:`legal_actions`, :meth:`label`, :meth:`apply`, :meth:`to_play`, :meth:`over`, and the
     protocol's :meth:`state`, :meth:`result` and :meth:`log`.
     """
