@@ -54,7 +54,7 @@ def play_html(game: str, draw: Renderer) -> str:
         '<div id="legal" class="legal"></div><p id="error" role="alert"></p>',
         '<p><button id="new-game" type="button">New game</button> ',
         '<a id="download" href="/api/log" download hidden>Download the game\'s log</a></p></div>',
-        '<div><h2>Agent\'s last move</h2><div id="decision"></div></div></section></main>',
+        '<div><h2>Since your move</h2><div id="decision"></div></div></section></main>',
         f'<script type="application/json" id="play-config">{json_for_script({"game": game})}</script>',
         f"<script>{_inline(draw.js, 'script')}</script>",
         f"<script>{_inline(core_asset('viewer.js'), 'script')}</script>",

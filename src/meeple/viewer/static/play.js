@@ -47,10 +47,20 @@
 
   function showError(text) { errorEl.textContent = text; }
 
+  // The agent's latest decision (a step with one; else the latest move), then every move the
+  // other seats made since yours (bots in between show there).
   function showDecision(last) {
-    var step = last.length ? last[last.length - 1] : null;
+    var decided = last.filter(function (s) { return s.decision; });
+    var step = decided.length ? decided[decided.length - 1] : last[last.length - 1];
     if (step) window.meepleViewer.decisionPanel(decisionEl, step);
     else decisionEl.textContent = "(none yet)";
+    if (last.length > 1) {
+      var list = el("ol", { class: "since" });
+      last.forEach(function (s) {
+        list.appendChild(el("li", {}, (current.players[s.actor] || "player " + s.actor) + ": " + s.action));
+      });
+      decisionEl.appendChild(list);
+    }
   }
 
   function show(data) {
