@@ -181,6 +181,10 @@ def _heads(checkpoint: str) -> Callable:
     return heads
 
 
-def session(checkpoint: str, *, seed: int, human_seat: int = 0, **opts: Any) -> MahjongSession:
-    """A game against ``checkpoint``'s policy (an ``env=mahjong`` PPO checkpoint or run)."""
+def session(checkpoint: str, *, seed: int, human_seat: int = 0, simulations: int | None = None,
+            **opts: Any) -> MahjongSession:
+    """A game against ``checkpoint``'s policy (an ``env=mahjong`` PPO checkpoint or run);
+    ``opts`` are :class:`MahjongSession`'s (``bot``, ``agent_seat``, ``east_only``, rules)."""
+    if simulations is not None:
+        raise ConfigError(f"--simulations {simulations}: the mahjong policy plays without search; leave it out")
     return MahjongSession(heads_decide(_heads(str(checkpoint))), seed=seed, human_seat=human_seat, **opts)
