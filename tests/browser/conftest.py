@@ -1,5 +1,5 @@
-"""Fixtures of the browser tests (``-m browser``): a headless Chromium per test module and the
-plugins' entry points read from this checkout's sources.
+"""Fixtures of the browser tests (each module marks its tests ``browser``): a headless Chromium
+per test module and the plugins' entry points read from this checkout's sources.
 
 Without Chromium, chromedriver or selenium these tests skip with the reason; CI sets
 MEEPLE_REQUIRE_BROWSER=1 (.ci/run installs Debian's chromium + chromium-driver), so there a
@@ -14,13 +14,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from tests.browser.driver import browser_missing, headless_chrome, source_entry_points
-
-
-def pytest_collection_modifyitems(config, items):
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.path).startswith(here):
-            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="module")
