@@ -142,6 +142,7 @@ def test_alphazero_config_errors_name_the_key(compose):
         ("phase.game=go", r"phase.game='go' is not allowed; accepted: .*connect4"),
         ("phase.gate.threshold=0", r"phase.gate.threshold=0.0 is not allowed"),
         ("phase.min_replay=10000000", r"phase.min_replay=10000000 is not allowed; accepted: an integer in \[0, phase.replay_size"),
+        ("phase.eval.replays=-1", r"phase.eval.replays=-1 is not allowed; accepted: an integer >= 0 \(0: no replays\)"),
     ]:
         with pytest.raises(ConfigError, match=message):
             build_run(compose(["+experiment=connect4_alphazero", override]), check_hardware=False)

@@ -14,7 +14,7 @@ from meeple.viewer.renderers import Renderer
 from meeple.viewer.replay import Choice, Decision, Replay, Step
 
 TOY = Renderer("toy", "window.meepleRenderers = window.meepleRenderers || {}; "
-               "window.meepleRenderers.toy = {draw: function (b, s) { b.textContent = s.n; }}; // </script> in a comment",
+               "window.meepleRenderers.toy = {draw: function (b, s) { b.textContent = s.n; }}; // </Script> in a comment",
                ".cell { color: red } /* </style> */")
 
 

@@ -16,7 +16,7 @@ from meeple_connect4.arena import MCTSPlayer, RandomPlayer
 from meeple_connect4.replay import record_game
 
 PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
-TINY = ["+experiment=connect4_alphazero", "debug=tiny", "tracking=none", "callbacks.progress=null",
+TINY = ["+experiment=connect4_alphazero", "debug=tiny", "callbacks.progress=null",
         "phase.callbacks.curves=null", "phase.eval.replays=2", "phase.eval.mcts_positions=0",
         "phase.eval.solver_games=0", "phase.callbacks.benchmark.generated_positions=50",
         "phase.iterations=1"]
@@ -52,15 +52,21 @@ def test_a_recorded_game_has_every_board_and_the_searchs_decisions(declared_view
     assert renderer("connect4").js in page and "window.meepleRenderers.connect4" in page
 
 
-def test_a_debug_run_leaves_replay_pages(tmp_path, monkeypatch, declared_viewer):
+def test_a_debug_run_leaves_replay_pages_in_the_run_and_mlflow(tmp_path, monkeypatch, declared_viewer):
+    import mlflow
+
     from meeple.cli.train import train
     from meeple.config.compose import compose_config
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # outputs/ and mlflow.db land there
     train(compose_config(TINY))
     (run,) = Path("outputs/runs").iterdir()
     pages = sorted((run / "replays" / "phase0").glob("*.html"))
     assert len(pages) == 2, pages  # phase.eval.replays after the one iteration's measurement
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/mlflow.db")
+    (tracked,) = client.search_runs([client.get_experiment_by_name("connect4_alphazero").experiment_id])
+    logged = [Path(a.path).name for a in client.list_artifacts(tracked.info.run_id, "replays/phase0")]
+    assert logged == [p.name for p in pages]
     assert pages[0].name == "0-connect4-iteration-1-game-1-agent-vs-pure-mcts-16-rollouts.html"
     for page in pages:
         replay = read_replay(page)

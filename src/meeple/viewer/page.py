@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import tempfile
 from importlib.resources import files
 from pathlib import Path
@@ -32,16 +33,8 @@ def json_for_script(data: object) -> str:
 
 def _inline(source: str, tag: str) -> str:
     """Script or style text that cannot end its element early (``</script`` -> ``<\\/script``,
-    the same string in JS and the same token in CSS)."""
-    return _replace_ci(source, f"</{tag}", f"<\\/{tag}")
-
-
-def _replace_ci(text: str, old: str, new: str) -> str:
-    lower, out, start = text.lower(), [], 0
-    while (at := lower.find(old, start)) >= 0:
-        out += [text[start:at], new]
-        start = at + len(old)
-    return "".join([*out, text[start:]])
+    the same string in JS and the same token in CSS), in any letter case."""
+    return re.sub(f"</({tag})", r"<\\/\1", source, flags=re.IGNORECASE)
 
 
 def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str:

@@ -8,12 +8,13 @@ one after this iteration's gate.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import lightning as L
 import numpy as np
 import torch
 
-from meeple.phases.alphazero.benchmark import IterationBenchmark, module_device
+from meeple.phases.alphazero.benchmark import IterationBenchmark, alternating_replays, module_device
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple.tracking import keys
 from meeple.viewer.replay import Replay
@@ -126,14 +127,9 @@ class ChessBenchmark(IterationBenchmark):
 
     def replay_games(self, pl_module: L.LightningModule, count: int, iteration: int) -> list[Replay]:
         agent, pure = self._players
-        if pure is None:
+        if pure is None:  # the evaluation played no match: an opponent of the same strength
             pure = MCTSPlayer("rollout", num_simulations=self.mcts_opponent_simulations, leaves_in_flight=1,
                               seed=iteration)
-        opponent = f"pure MCTS ({self.mcts_opponent_simulations} rollouts)"
-        replays = []
-        for game in range(count):
-            seats = (agent, pure) if game % 2 == 0 else (pure, agent)
-            names = ("agent", opponent) if game % 2 == 0 else (opponent, "agent")
-            replays.append(record_game(seats, names, f"chess iteration {iteration} game {game + 1}: "
-                                                     f"{names[0]} vs {names[1]}", opening_moves=self.opening_moves))
-        return replays
+        return alternating_replays(partial(record_game, opening_moves=self.opening_moves), agent, pure,
+                                   f"pure MCTS ({self.mcts_opponent_simulations} rollouts)", count,
+                                   f"chess iteration {iteration}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -27,6 +27,18 @@ log = logging.getLogger(__name__)
 
 def module_device(module: L.LightningModule) -> torch.device:
     return next(module.net.parameters()).device
+
+
+def alternating_replays(record: Callable[[tuple, tuple[str, str], str], Replay], agent: Any, opponent: Any,
+                        opponent_name: str, count: int, title: str) -> list[Replay]:
+    """``count`` games of ``agent`` against ``opponent``, the agent first in the even-numbered
+    ones, each played and recorded by ``record(seats, names, title)`` (a game's ``record_game``)."""
+    replays = []
+    for game in range(count):
+        seats, names = ((agent, opponent), ("agent", opponent_name)) if game % 2 == 0 else \
+            ((opponent, agent), (opponent_name, "agent"))
+        replays.append(record(seats, names, f"{title} game {game + 1}: {names[0]} vs {names[1]}"))
+    return replays
 
 
 class IterationBenchmark(L.Callback):

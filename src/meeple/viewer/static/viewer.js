@@ -105,6 +105,7 @@
     buttons.last.addEventListener("click", function () { show(steps.length - 1); });
     slider.addEventListener("input", function () { show(Number(slider.value) - 1); });
     document.addEventListener("keydown", function (e) {
+      if (e.target === slider) return;  // the slider steps itself (its input event)
       if (e.key === "ArrowLeft") show(at - 1);
       else if (e.key === "ArrowRight") show(at + 1);
     });
