@@ -29,6 +29,15 @@ MODEL = {"_target_": "meeple.nets.planes.build_planes_actor_critic", "_partial_"
          "channels": 8, "blocks": 1, "hidden": 16, "shared": True}  # fmt: skip
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Small batches: on a shared CPU, torch's intra-op threads cost more than they give.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A randomly initialised env=mahjong checkpoint with actor and critic weights."""
@@ -205,3 +214,18 @@ def test_bad_input_is_one_line_and_exit_code_2(checkpoint, tmp_path, capsys):
     assert exit_.value.code == 2
     _one_line_error(capsys, "--seat 4: accepted: a seat number 0-3")
     assert not Path(out).exists()
+
+
+def test_an_east_only_game_needs_its_rule(checkpoint, tmp_path, capsys):
+    g = _mj.Game(east_only=True)
+    g.reset(5, 0)
+    g.greedy_playout(0, 0.3)
+    log = tmp_path / "east.mjson"
+    log.write_text("\n".join(g.events()) + "\n")
+    out = tmp_path / "east.html"
+    assert main([str(log), "--checkpoint", str(checkpoint), "--out", str(out)]) == 2
+    _one_line_error(capsys, "--east-only reviews an East-only game")
+    assert main([str(log), "--checkpoint", str(checkpoint), "--out", str(out), "--east-only", "--all-seats"]) == 0
+    replay = read_replay(out)
+    assert replay.meta["seats"] == [0, 1, 2, 3] and replay.result["scores"] == list(g.scores)
+    assert {s.actor for s in replay.steps if s.decision} == {0, 1, 2, 3}

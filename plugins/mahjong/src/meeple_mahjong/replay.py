@@ -80,6 +80,7 @@ def index_label(index: int, action: Any = None) -> str:
 
 
 def call_label(kind: str, pai: str, consumed: Iterable[str]) -> str:
+    """``chi 3m (4m 5mr)``: the called tile, then the seat's own tiles in hand order."""
     return f"{kind} {pai} ({' '.join(sorted(consumed, key=tile_key))})"
 
 
@@ -108,6 +109,7 @@ def event_label(ev: dict[str, Any]) -> str:
 
 
 def decision_kind(mask: np.ndarray, played: int) -> str:
+    """Which agreement statistic a decision counts in (the module doc lists the kinds)."""
     if mask[TSUMO] or mask[RON]:
         return "win"
     if mask[PASS] or ANKAN <= played < TSUMO or mask[ANKAN:TSUMO].any():

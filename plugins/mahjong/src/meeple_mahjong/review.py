@@ -98,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         replay = review_game(game, heads, a.seats, rules=rules, title=title, top=a.top)
     except ReplayError as e:
         line, message = explain(e, game)
+        if "east_only" in message and not a.east_only:
+            message += "; --east-only reviews an East-only game"
         return _fail(f"{a.log}:{line}: {message}")
     replay.meta.update(log=str(a.log), game=a.game, checkpoint=info["file"], global_step=info["global_step"])
     draw = renderer()  # the plugin's own: no entry-point lookup needed
