@@ -48,6 +48,8 @@ class Race:
         self.turn = 1 - self.turn
 
     def play(self, action_id: str) -> None:
+        if action_id == "bug":  # a game's own failure, not the player's
+            raise RuntimeError("the session broke\nsecond line never sent")
         if action_id not in {m["id"] for m in self.legal()}:
             raise IllegalMove(f"move {action_id!r} is not legal here\nsecond line never sent")
         self._add(int(action_id))
@@ -77,8 +79,9 @@ def server():
     thread.join(5)
 
 
-def call(srv: PlayServer, path: str, body: bytes | None = None, method: str | None = None):
-    req = urllib.request.Request(srv.url.rstrip("/") + path, data=body, method=method or ("POST" if body is not None else "GET"))
+def call(srv: PlayServer, path: str, body: bytes | None = None, headers: dict[str, str] | None = None):
+    req = urllib.request.Request(srv.url.rstrip("/") + path, data=body, headers=headers or {},
+                                 method="POST" if body is not None else "GET")
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, dict(r.headers), r.read()
@@ -136,6 +139,20 @@ def test_a_body_over_the_limit_is_refused_unread(server):
     status, _, data = call(server, "/api/move", b"x" * (MAX_BODY + 1))
     assert status == 400 and f"at most {MAX_BODY}" in json.loads(data)["error"]
     assert call(server, "/api/state")[0] == 200
+
+
+def test_requests_from_elsewhere_are_403_and_a_failing_game_is_one_line_500(server, capsys):
+    before = json.loads(call(server, "/api/state")[2])
+    status, _, data = call(server, "/api/state", headers={"Host": "attacker.example:80"})  # DNS rebinding
+    assert status == 403 and "accepted: 127.0.0.1:" in json.loads(data)["error"]
+    status, _, data = call(server, "/api/move", b'{"action": "1"}', headers={"Origin": "https://evil.example"})
+    assert status == 403 and "Origin 'https://evil.example'" in json.loads(data)["error"]
+    own = {"Origin": server.url.rstrip("/")}
+    status, _, data = call(server, "/api/move", b'{"action": "bug"}', headers=own)
+    assert status == 500 and json.loads(data)["error"] == "RuntimeError: the session broke"
+    assert "Traceback" in capsys.readouterr().err
+    assert json.loads(call(server, "/api/state")[2]) == before  # nothing played, still serving
+    assert call(server, "/api/move", b'{"action": "1"}', headers=own)[0] == 200
 
 
 def test_unknown_paths_are_404_naming_the_accepted_ones(server):

@@ -10,6 +10,9 @@ game stay on this machine. One game at a time (a lock serialises the requests th
                       malformed request or an illegal move (the game is unchanged)
     POST /api/new     a new game (the next seed)
     GET  /api/log     the game's log as a download (moves, PGN or MJAI, as the game writes it)
+
+A request whose Host is not this server, or whose Origin is another site's, is refused (403); an
+exception from the game itself is a one-line HTTP 500 (its traceback goes to the terminal).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 from http import HTTPStatus
@@ -119,6 +123,10 @@ class _RequestError(Exception):
     """A request the server refuses (HTTP 400) with a one-line reason."""
 
 
+class _Forbidden(Exception):
+    """A request from elsewhere than this machine's page (HTTP 403)."""
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: PlayServer
     protocol_version = "HTTP/1.1"
@@ -127,7 +135,38 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # a move per request: the terminal keeps only the URL line
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        path = urlsplit(self.path).path
+        self._answer(self._get)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer(self._post)
+
+    def _answer(self, route: Callable[[str], None]) -> None:
+        """Runs ``route(path)``: a refused request is a one-line JSON error, a failing game (a bug)
+        is HTTP 500 with one line while its traceback goes to the terminal; the server goes on."""
+        try:
+            self._check_origin()
+            route(urlsplit(self.path).path)
+        except _Forbidden as err:
+            self._json(HTTPStatus.FORBIDDEN, {"error": str(err)})
+        except (_RequestError, IllegalMove) as err:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": str(err).splitlines()[0]})
+        except Exception as err:  # noqa: BLE001 (whatever a game's session raises)
+            traceback.print_exc()
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(err).__name__}: {err}".splitlines()[0]})
+
+    def _check_origin(self) -> None:
+        """Only this machine's pages may talk to the game: the Host must name the server (a DNS
+        rebinding attack names another host) and a cross-site request's Origin must be ours."""
+        port = self.server.server_address[1]
+        hosts = {f"{HOST}:{port}", f"localhost:{port}"}
+        host = self.headers.get("Host", "")
+        if host not in hosts:
+            raise _Forbidden(f"Host {host!r}; accepted: {', '.join(sorted(hosts))}")
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in {f"http://{h}" for h in hosts}:
+            raise _Forbidden(f"Origin {origin!r}; accepted: this page's own requests")
+
+    def _get(self, path: str) -> None:
         if path == "/":
             self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
         elif path == "/api/state":
@@ -141,21 +180,17 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no page {path}; accepted: /, /api/state, /api/log"})
 
-    def do_POST(self) -> None:  # noqa: N802
-        path = urlsplit(self.path).path
-        try:
-            body = self._body()
-            with self.server.lock:
-                if path == "/api/move":
-                    self.server.move(_action_id(body))
-                elif path == "/api/new":
-                    self.server.new_game(self.server.seed + 1)
-                else:
-                    self._json(HTTPStatus.NOT_FOUND, {"error": f"no action {path}; accepted: /api/move, /api/new"})
-                    return
-                self._json(HTTPStatus.OK, self.server.payload())
-        except (_RequestError, IllegalMove) as err:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": str(err).splitlines()[0]})
+    def _post(self, path: str) -> None:
+        body = self._body()
+        with self.server.lock:
+            if path == "/api/move":
+                self.server.move(_action_id(body))
+            elif path == "/api/new":
+                self.server.new_game(self.server.seed + 1)
+            else:
+                self._json(HTTPStatus.NOT_FOUND, {"error": f"no action {path}; accepted: /api/move, /api/new"})
+                return
+            self._json(HTTPStatus.OK, self.server.payload())
 
     def _body(self) -> bytes:
         try:
