@@ -71,6 +71,10 @@ def test_playing_a_checkpoint_by_clicks_and_refused_moves(chrome, tmp_path, sour
         wait_until(chrome, lambda d: len(server.session.uci) == 2 and page_pieces(d) == piece_map(board_after(server.session.uci)),
                    "your move and the agent's")  # fmt: skip
         assert server.session.uci[0] == "e2e4"
+        agent = server.last[-1]  # the reply's decision: the move played is listed and highlighted
+        assert agent["action"] == server.session.uci[1] and agent["decision"]["top"]
+        chosen = attributes(chrome, "#decision tr.chosen", "data-action")
+        assert chosen == [{"data-action": agent["action"]}]
         for body in ('{"action": "e4e6"}', '{"action": "e2e4"}', '{"action": 796}', "{"):
             answer = post_from_page(chrome, "/api/move", body)
             assert answer["status"] == 400 and "\n" not in answer["data"]["error"], body
