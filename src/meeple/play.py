@@ -48,7 +48,7 @@ def _session(factory: Any, checkpoint: str, seat: int, opts: dict[str, Any], see
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m meeple.play", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m meeple.play", description=__doc__.split("\n\n")[0].rstrip(":"))
     p.add_argument("checkpoint", help="a checkpoint file or a run directory (its newest stage)")
     p.add_argument("--game", default=None, help="the game (default: the one the checkpoint trained on)")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
