@@ -192,6 +192,16 @@ def load_policy(path: str | os.PathLike) -> LoadedPolicy:
     return loaded
 
 
+def load_alphazero_network(path: str | os.PathLike, game: str) -> nn.Module:
+    """The best (gated) network of an AlphaZero checkpoint of ``game`` (file, gate file or run
+    directory), in eval mode: what a game's arena searches with."""
+    loaded = load_policy(path)
+    if loaded.phase != "alphazero" or loaded.env.get("game") != game:
+        raise ExportError(f"{loaded.file}: a {loaded.phase!r} checkpoint of {loaded.env or 'an env'}; "
+                          f"accepted: an alphazero checkpoint of phase.game={game}")
+    return loaded.policy.heads.net.eval()
+
+
 def _part(weights: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     """The weights under ``prefix``, without it and without torch.compile's ``_orig_mod``."""
     return {k[len(prefix) :].replace("._orig_mod", ""): v for k, v in weights.items() if k.startswith(prefix)}

@@ -1,6 +1,7 @@
 """Entry-point registries of what plugins provide: env backends (group ``meeple.plugins``),
-AlphaZero games (``meeple.games``), benchmarks (``meeple.benchmarks``) and replay-viewer renderers
-(``meeple.viewers``, read by :mod:`meeple.viewer.renderers`).
+AlphaZero games (``meeple.games``), benchmarks (``meeple.benchmarks``), replay-viewer renderers
+(``meeple.viewers``, read by :mod:`meeple.viewer.renderers`) and play sessions (``meeple.play``, read
+by :mod:`meeple.viewer.play_session`).
 
 Lookups read entry-point metadata only; a plugin's module is imported when what it provides
 is first loaded, never while composing configs.
@@ -20,6 +21,7 @@ GROUP = "meeple.plugins"
 GAMES_GROUP = "meeple.games"
 BENCHMARKS_GROUP = "meeple.benchmarks"  # name -> "module:main", main(argv) -> exit code
 VIEWERS_GROUP = "meeple.viewers"  # game -> meeple.viewer.renderers.Renderer (or a callable returning one)
+PLAY_GROUP = "meeple.play"  # game -> factory(checkpoint, *, seed, human_seat, **opts) -> PlaySession
 
 
 def installed(group: str = GROUP) -> dict[str, EntryPoint]:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from meeple.errors import MeepleError
-from meeple.export.policy import load_policy
+from meeple.export.policy import load_alphazero_network
 from meeple.phases.alphazero.evaluator import TorchEvaluator
 from meeple_connect4.arena import MCTSPlayer, play_game
 from meeple_connect4.benchmark import generated_benchmarks, player_moves, policy_moves
@@ -37,11 +37,7 @@ from meeple_native import Solver
 
 def load_network(path: str | Path) -> torch.nn.Module:
     """The best network of an AlphaZero checkpoint (file, gate file or run directory)."""
-    loaded = load_policy(path)
-    if loaded.phase != "alphazero" or loaded.env.get("game") != "connect4":
-        raise MeepleError(f"{loaded.file}: a {loaded.phase!r} checkpoint of {loaded.env or 'an env'}; "
-                          "accepted: an alphazero checkpoint of phase.game=connect4")
-    return loaded.policy.heads.net.eval()
+    return load_alphazero_network(path, "connect4")
 
 
 def first_player_games(agent: MCTSPlayer, games: int, rollouts: int) -> dict[str, int]:
