@@ -28,3 +28,11 @@ def test_no_search_no_decision_and_a_nan_value_is_none():
     assert search_decision(SimpleNamespace(), str) is None
     assert search_decision(SimpleNamespace(last_search=None), str) is None
     assert search_decision(player([1], [1.0], value=math.nan), str).value is None
+
+
+def test_the_played_action_is_always_listed():
+    # visits tie between 0 and 1; the search played 1, which the prior order leaves out of the top 1
+    search = player([4, 4, 1], [0.6, 0.3, 0.1])
+    assert [c.action for c in search_decision(search, str, top=1).top] == ["0"]
+    assert [c.action for c in search_decision(search, str, top=1, played=1).top] == ["0", "1"]
+    assert [c.action for c in search_decision(search, str, top=2, played=1).top] == ["0", "1"]

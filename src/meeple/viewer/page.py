@@ -31,7 +31,7 @@ def json_for_script(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
 
 
-def _inline(source: str, tag: str) -> str:
+def inline_asset(source: str, tag: str) -> str:
     """Script or style text that cannot end its element early (``</script`` -> ``<\\/script``,
     the same string in JS and the same token in CSS), in any letter case."""
     return re.sub(f"</({tag})", r"<\\/\1", source, flags=re.IGNORECASE)
@@ -47,13 +47,13 @@ def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(replay.title)}</title>",
-        f"<style>{_inline(core_asset('viewer.css'), 'style')}</style>",
-        f"<style>{_inline(draw.css, 'style')}</style>",
+        f"<style>{inline_asset(core_asset('viewer.css'), 'style')}</style>",
+        f"<style>{inline_asset(draw.css, 'style')}</style>",
         "</head><body>",
         '<main id="viewer"></main>',
         f'<script type="application/json" id="replay">{json_for_script(data)}</script>',
-        f"<script>{_inline(draw.js, 'script')}</script>",
-        f"<script>{_inline(core_asset('viewer.js'), 'script')}</script>",
+        f"<script>{inline_asset(draw.js, 'script')}</script>",
+        f"<script>{inline_asset(core_asset('viewer.js'), 'script')}</script>",
         "</body></html>",
         "",
     ])

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from meeple.viewer.page import _inline, core_asset, json_for_script
+from meeple.viewer.page import core_asset, inline_asset, json_for_script
 from meeple.viewer.play_session import IllegalMove, PlaySession
 from meeple.viewer.renderers import Renderer
 from meeple.viewer.replay import Step
@@ -48,9 +48,9 @@ def play_html(game: str, draw: Renderer) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>meeple: play {html.escape(game)}</title>",
-        f"<style>{_inline(core_asset('viewer.css'), 'style')}</style>",
-        f"<style>{_inline(draw.css, 'style')}</style>",
-        f"<style>{_inline(core_asset('play.css'), 'style')}</style>",
+        f"<style>{inline_asset(core_asset('viewer.css'), 'style')}</style>",
+        f"<style>{inline_asset(draw.css, 'style')}</style>",
+        f"<style>{inline_asset(core_asset('play.css'), 'style')}</style>",
         '</head><body><main id="play">',
         '<header><h1 id="title"></h1><ol class="players" id="players"></ol>',
         '<p id="status" role="status"></p></header>',
@@ -60,9 +60,9 @@ def play_html(game: str, draw: Renderer) -> str:
         '<a id="download" href="/api/log" download hidden>Download the game\'s log</a></p></div>',
         '<div><h2>Since your move</h2><div id="decision"></div></div></section></main>',
         f'<script type="application/json" id="play-config">{json_for_script({"game": game})}</script>',
-        f"<script>{_inline(draw.js, 'script')}</script>",
-        f"<script>{_inline(core_asset('viewer.js'), 'script')}</script>",
-        f"<script>{_inline(core_asset('play.js'), 'script')}</script>",
+        f"<script>{inline_asset(draw.js, 'script')}</script>",
+        f"<script>{inline_asset(core_asset('viewer.js'), 'script')}</script>",
+        f"<script>{inline_asset(core_asset('play.js'), 'script')}</script>",
         "</body></html>",
         "",
     ])

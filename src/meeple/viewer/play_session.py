@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from meeple.errors import ConfigError, MeepleError, PluginNotFoundError
 from meeple.plugins.registry import PLAY_GROUP, installed
-from meeple.viewer.replay import Choice, Decision, Step
+from meeple.viewer.replay import Decision, Step
 from meeple.viewer.search import search_decision
 
 TOP_CHOICES = 5  # the search's most visited moves shown for an agent's move
@@ -157,9 +157,4 @@ class SearchSession(ABC):
         """The player's move (greedy on the visits) and its search's top moves and value; the
         move played is always listed (a tie in visits may leave it out of the top)."""
         action = int(self.player.move(self.position))
-        decision = search_decision(self.player, self.label, TOP_CHOICES)
-        played = self.label(action)
-        if decision is not None and all(c.action != played for c in decision.top):
-            found = self.player.last_search
-            decision.top.append(Choice(played, float(found["prior"][action]), int(found["visits"][action])))
-        return action, decision
+        return action, search_decision(self.player, self.label, TOP_CHOICES, action)

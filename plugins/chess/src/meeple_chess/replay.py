@@ -41,7 +41,7 @@ def record_game(players: Sequence, names: Sequence[str], title: str, *, start: B
         nonlocal last
         move = board.action_to_uci(action)
         steps.append(Step(board_state(board, last), actor=int(board.to_play), action=move,
-                          decision=search_decision(player, board.action_to_uci, top)))
+                          decision=search_decision(player, board.action_to_uci, top, action)))
         last = move
 
     final = play_game(players, start, opening_moves=opening_moves, opening_temperature=opening_temperature,

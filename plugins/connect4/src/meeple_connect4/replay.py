@@ -49,7 +49,7 @@ def record_game(players: Sequence, names: Sequence[str], title: str, *, start: C
     def on_move(position: Connect4, player, column: int) -> None:
         nonlocal last
         steps.append(Step(board_state(position, last), actor=int(position.to_play), action=column_label(column),
-                          decision=search_decision(player, column_label, top)))
+                          decision=search_decision(player, column_label, top, column)))
         last = column
 
     final = play_game(players, start, opening_moves, opening_temperature, on_move=on_move)

@@ -78,7 +78,7 @@
     var index = el("span", { id: "step-index" });
     var buttons = {};
     ["first", "prev", "next", "last"].forEach(function (id) {
-      var labels = { first: "\u23ee", prev: "\u25c0", next: "\u25b6", last: "\u23ed" };
+      var labels = { first: "|\u25c0", prev: "\u25c0", next: "\u25b6", last: "\u25b6|" };  // glyphs every font has
       buttons[id] = el("button", { id: id, type: "button", title: id, text: labels[id] });
     });
     var controls = el("nav", { class: "controls" },
