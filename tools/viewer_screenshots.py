@@ -2,17 +2,20 @@
 drive it: Debian's chromium + chromium-driver, selenium):
 
     python tools/viewer_screenshots.py            # writes docs/viewer/*.png
+    python tools/viewer_screenshots.py --mahjong-checkpoint outputs/runs/<run>/gates/phase1.pt
 
 * ``mahjong-review.png``: the review page of the shipped real log (plugins/mahjong/tests/data),
-  seat 2 reviewed by a fresh tiny checkpoint, at a decision the policy disagrees with;
+  seat 2 reviewed by a fresh tiny checkpoint (or ``--mahjong-checkpoint``: a trained one), at a
+  decision the policy disagrees with;
 * ``chess-replay.png``: a replay of two MCTS players (a fresh tiny network), in the middle game;
 * ``connect4-play.png``: the play page against a fresh tiny checkpoint, a few moves in.
 
-The networks are untrained: the pictures show the pages, not strength.
+The AlphaZero networks are untrained: those pictures show the pages, not strength.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -38,14 +41,15 @@ def show_step(driver, index: int) -> None:
                           slider, index + 1)  # fmt: skip
 
 
-def mahjong_review(driver, work: Path) -> Path:
+def mahjong_review(driver, work: Path, checkpoint: Path | None = None) -> Path:
     from meeple_mahjong.mjai import read_lines
     from meeple_mahjong.policy import load_policy_heads
     from meeple_mahjong.replay import DISAGREE, games_of, review_game
     from meeple_mahjong.viewer import renderer
 
-    heads, _ = load_policy_heads(mahjong_checkpoint(work / "mahjong.pt"))
-    replay = review_game(games_of(read_lines(LOG))[0], heads, [2], title="review of seat 2 (tiny untrained policy)")
+    heads, _ = load_policy_heads(checkpoint or mahjong_checkpoint(work / "mahjong.pt"))
+    who = f"{checkpoint.parent.parent.name}/{checkpoint.name}" if checkpoint else "tiny untrained policy"
+    replay = review_game(games_of(read_lines(LOG))[0], heads, [2], title=f"review of seat 2 ({who})")
     driver.set_window_size(1440, 1300)  # the table beside its decision panel
     driver.get(write_replay(work / "review.html", replay, with_renderer=renderer()).as_uri())
     # a disagreement some way into the first hand, with a few discards in every river
@@ -100,7 +104,11 @@ def shot(driver, name: str) -> Path:
     return path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mahjong-checkpoint", type=Path, help="a mahjong checkpoint for the review (default: "
+                        "a fresh tiny one)")
+    args = parser.parse_args(argv)
     missing = browser_missing()
     if missing:
         print(f"viewer_screenshots: {missing}", file=sys.stderr)
@@ -109,8 +117,9 @@ def main() -> int:
     driver = headless_chrome(1280, 860)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for take in (mahjong_review, chess_replay, connect4_play):
-                take(driver, Path(tmp))
+            mahjong_review(driver, Path(tmp), args.mahjong_checkpoint)
+            chess_replay(driver, Path(tmp))
+            connect4_play(driver, Path(tmp))
     finally:
         driver.quit()
     return 0
