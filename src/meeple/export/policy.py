@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,22 @@ def load_alphazero_network(path: str | os.PathLike, game: str) -> nn.Module:
         raise ExportError(f"{loaded.file}: a {loaded.phase!r} checkpoint of {loaded.env or 'an env'}; "
                           f"accepted: an alphazero checkpoint of phase.game={game}")
     return loaded.policy.heads.net.eval()
+
+
+@cache
+def _cached_network(path: str, game: str) -> nn.Module:
+    return load_alphazero_network(path, game)
+
+
+def search_player(player_class: type, checkpoint: str | os.PathLike, game: str, *, simulations: int,
+                  seed: int) -> Any:
+    """``player_class`` (a :class:`~meeple.plugins.arena.NativeMCTSPlayer`) searching
+    ``simulations`` per move with ``checkpoint``'s network for ``game`` (loaded once per process):
+    the opponent of the play server's AlphaZero games."""
+    from meeple.phases.alphazero.evaluator import TorchEvaluator
+
+    return player_class(TorchEvaluator(_cached_network(str(checkpoint), game)), num_simulations=simulations,
+                        leaves_in_flight=1, seed=seed)
 
 
 def _part(weights: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:

@@ -8,7 +8,7 @@ than two seats). Its ``state()`` is the JSON the game's viewer renderer draws
 
 :class:`SearchSession` is the session of a two-seat game played by a ``meeple_native`` search
 (``meeple.plugins.arena.NativeMCTSPlayer``): the AlphaZero games bind their position's moves.
-Torch-free: the plugin builds the player (and its network evaluator).
+Torch-free: the plugin builds the player (``meeple.export.policy.search_player``).
 """
 
 from __future__ import annotations

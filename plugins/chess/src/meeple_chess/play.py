@@ -8,7 +8,6 @@ PGN, in SAN (:mod:`meeple_chess.notation`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
 
 from meeple.viewer.play_session import SearchSession
@@ -67,18 +66,9 @@ class ChessSession(SearchSession):
         return "chess.pgn", pgn(self.san, self.position.result(), headers)
 
 
-@cache
-def _network(checkpoint: str) -> Any:
-    # torch: imported only when a checkpoint is played
-    from meeple.export.policy import load_alphazero_network
-
-    return load_alphazero_network(checkpoint, "chess")
-
-
 def session(checkpoint: str, *, seed: int, human_seat: int = 0, simulations: int | None = None) -> ChessSession:
     """A game against ``checkpoint``'s best network searching ``simulations`` per move."""
-    from meeple.phases.alphazero.evaluator import TorchEvaluator
+    from meeple.export.policy import search_player  # torch: only when a checkpoint is played
 
-    player = MCTSPlayer(TorchEvaluator(_network(str(checkpoint))), num_simulations=simulations or SIMULATIONS,
-                        leaves_in_flight=1, seed=seed)
+    player = search_player(MCTSPlayer, checkpoint, "chess", simulations=simulations or SIMULATIONS, seed=seed)
     return ChessSession(player, human_seat=human_seat)

@@ -8,7 +8,6 @@ column 1-7, and the log is the moves as such digits (Pons' notation).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
 
 from meeple.viewer.play_session import SearchSession
@@ -57,18 +56,9 @@ class Connect4Session(SearchSession):
         return "connect4.txt", "".join(str(m + 1) for m in self.moves) + "\n"
 
 
-@cache
-def _network(checkpoint: str) -> Any:
-    # torch: imported only when a checkpoint is played
-    from meeple.export.policy import load_alphazero_network
-
-    return load_alphazero_network(checkpoint, "connect4")
-
-
 def session(checkpoint: str, *, seed: int, human_seat: int = 0, simulations: int | None = None) -> Connect4Session:
     """A game against ``checkpoint``'s best network searching ``simulations`` per move."""
-    from meeple.phases.alphazero.evaluator import TorchEvaluator
+    from meeple.export.policy import search_player  # torch: only when a checkpoint is played
 
-    player = MCTSPlayer(TorchEvaluator(_network(str(checkpoint))), num_simulations=simulations or SIMULATIONS,
-                        leaves_in_flight=1, seed=seed)
+    player = search_player(MCTSPlayer, checkpoint, "connect4", simulations=simulations or SIMULATIONS, seed=seed)
     return Connect4Session(player, human_seat=human_seat)
