@@ -76,7 +76,7 @@ def compare(before_path: Path, after_path: Path) -> int:
     """Print the table; the exit status is 1 when a metric other than a timing differs."""
     before, after = (json.loads(Path(p).read_text())["results"] for p in (before_path, after_path))
     differs = 0
-    print(f"| experiment | metrics equal | different (max abs diff) | timing (not compared) | note |")
+    print("| experiment | metrics equal | different (max abs diff) | timing (not compared) | note |")
     print("|---|---|---|---|---|")
     for name in sorted(set(before) | set(after)):
         a, b = before.get(name, {}), after.get(name, {})
