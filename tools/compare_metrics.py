@@ -55,11 +55,17 @@ def run_one(experiment: str, output_root: str) -> dict:
     return {"error": "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]), "seconds": seconds}
 
 
-def record(out: Path, experiments: list[str]) -> None:
-    if not experiments:
-        from meeple.config.compose import group_options
+def recipes() -> list[str]:
+    """Every recipe Hydra finds; a checkout older than ``group_options`` kept them in ``conf/experiment``."""
+    from meeple.config import compose
 
-        experiments = group_options("experiment")
+    if hasattr(compose, "group_options"):
+        return compose.group_options("experiment")
+    return sorted(path.stem for path in (compose.conf_dir() / "experiment").glob("*.yaml"))
+
+
+def record(out: Path, experiments: list[str]) -> None:
+    experiments = experiments or recipes()
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="compare_metrics_") as root:
         for attempt in (1, 2):
