@@ -134,6 +134,29 @@ def test_command_line_values_win_over_debug_sizes(compose):
     assert stage.cfg.phase.total_frames == 96  # the rest of the tiny sizes still apply
 
 
+def test_debug_sizes_win_over_the_recipe_and_lose_to_the_command_line(compose):
+    # autobattler_selfplay's body sets 3,000,000 frames and 128 envs; its debug.tiny 512 and 16.
+    recipe = ["+experiment=autobattler_selfplay", "debug=tiny"]
+    tiny = plan_run(compose(recipe)).stages[0].cfg
+    assert (tiny.phase.total_frames, tiny.env.num_envs, tiny.phase.rollout_steps) == (512, 16, 16)
+    mine = plan_run(compose([*recipe, "phase.total_frames=256", "env.num_envs=8"])).stages[0].cfg
+    assert (mine.phase.total_frames, mine.env.num_envs, mine.phase.rollout_steps) == (256, 8, 16)
+
+
+def test_command_line_values_win_over_a_pipeline_stages_debug_sizes(compose):
+    # cartpole_bc_ppo's ppo stage: 51,200 frames and a gate at 400 in the recipe, 96 frames
+    # (phase ppo's debug.tiny) and a gate at 5 (the stage's debug.tiny) in a tiny run.
+    recipe = ["+experiment=cartpole_bc_ppo", "debug=tiny"]
+    stages = {stage.name: stage.cfg for stage in plan_run(compose(recipe)).stages}
+    assert stages["ppo"].phase.total_frames == 96 and stages["ppo"].transition.gate.threshold == 5
+    mine = {stage.name: stage.cfg for stage in plan_run(compose(
+        [*recipe, "pipeline.stages.ppo.phase.total_frames=64", "pipeline.stages.ppo.transition.gate.threshold=7",
+         "pipeline.stages.bc.phase.max_epochs=3"])).stages}
+    assert mine["ppo"].phase.total_frames == 64 and mine["ppo"].transition.gate.threshold == 7
+    assert mine["ppo"].phase.rollout_steps == 16  # the rest of the stage's tiny sizes still apply
+    assert mine["bc"].phase.max_epochs == 3 and mine["bc"].phase.batch_size == 64
+
+
 def test_alphazero_config_errors_name_the_key(compose):
     from meeple.errors import ConfigError
 
