@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 SEED = 1
-OVERRIDES = ["debug=tiny", f"seed={SEED}", "tracking=none", "hardware.torch_threads=1", "callbacks.progress=null"]
+OVERRIDES = ["debug=tiny", f"seed={SEED}", "tracking=none", "hardware.torch_threads=1", "++callbacks.progress=null"]
 TIMING = re.compile(r"time|fps|per_s|_s$|/s$|sps|seconds|throughput|duration|speed|elapsed|memory|rss", re.I)
 MARK = "compare_metrics: "
 
