@@ -28,6 +28,12 @@ def test_train_yaml_has_no_experiment_default():
     assert "experiment:" not in text.split("_self_")[0].replace("experiment_name", "")
 
 
+@pytest.mark.parametrize("experiment", EXPERIMENTS[1:])
+def test_each_experiment_selects_its_own_recipe(compose, experiment):
+    # conf/experiment/<name>.yaml is `override /recipe: <name>`; the recipe names itself
+    assert compose([f"+experiment={experiment}"]).experiment_name == experiment
+
+
 @pytest.mark.parametrize("hardware", HARDWARE)
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
@@ -135,7 +141,8 @@ def test_command_line_values_win_over_debug_sizes(compose):
 
 
 def test_debug_sizes_win_over_the_recipe_and_lose_to_the_command_line(compose):
-    # autobattler_selfplay's body sets 3,000,000 frames and 128 envs; its debug.tiny 512 and 16.
+    # autobattler_selfplay's body sets 3,000,000 frames and 128 envs; its tiny sizes 512 and 16
+    # (conf/debug_sizes/recipe/tiny/), over phase ppo's 16-step rollouts.
     recipe = ["+experiment=autobattler_selfplay", "debug=tiny"]
     tiny = plan_run(compose(recipe)).stages[0].cfg
     assert (tiny.phase.total_frames, tiny.env.num_envs, tiny.phase.rollout_steps) == (512, 16, 16)
@@ -145,7 +152,7 @@ def test_debug_sizes_win_over_the_recipe_and_lose_to_the_command_line(compose):
 
 def test_command_line_values_win_over_a_pipeline_stages_debug_sizes(compose):
     # cartpole_bc_ppo's ppo stage: 51,200 frames and a gate at 400 in the recipe, 96 frames
-    # (phase ppo's debug.tiny) and a gate at 5 (the stage's debug.tiny) in a tiny run.
+    # (phase ppo's tiny sizes, at pipeline.stages.ppo) and a gate at 5 (the recipe's) in a tiny run.
     recipe = ["+experiment=cartpole_bc_ppo", "debug=tiny"]
     stages = {stage.name: stage.cfg for stage in plan_run(compose(recipe)).stages}
     assert stages["ppo"].phase.total_frames == 96 and stages["ppo"].transition.gate.threshold == 5
