@@ -134,6 +134,17 @@ def test_debug_modes_resize_each_phase(compose, experiment):
         assert tiny.phase.rollout_steps == 16 and tiny.env.num_envs == 2
 
 
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_debug_sizes_leave_every_callback_buildable(compose, experiment):
+    # sizes of a callback the recipe dropped (null) must not bring it back without a _target_
+    recipe = [f"+experiment={experiment}"] if experiment else []
+    for debug in ("tiny", "overfit"):
+        for stage in plan_run(compose([*recipe, f"debug={debug}"])).stages:
+            for bag in (stage.cfg.phase.get("callbacks"), stage.cfg.get("callbacks")):
+                for name, node in (bag or {}).items():
+                    assert node is None or "_target_" in node, f"debug={debug} stage {stage.name}: callback {name}"
+
+
 def test_command_line_values_win_over_debug_sizes(compose):
     stage = plan_run(compose(["debug=tiny", "phase.rollout_steps=32", "env.num_envs=3"])).stages[0]
     assert stage.cfg.phase.rollout_steps == 32 and stage.cfg.env.num_envs == 3
