@@ -2,8 +2,8 @@
 
     python tools/compose_snapshot.py OUT_DIR
 
-For each recipe Hydra can find (core ``conf/experiment/`` and every plugin's), with and without
-``debug=tiny``, writes ``OUT_DIR/<experiment>[.tiny].yaml``: the composed config (what
+For each recipe Hydra can find (core ``conf/experiment/`` and every plugin's), without a debug
+mode and with ``debug=tiny`` and ``debug=overfit``, writes ``OUT_DIR/<experiment>[.<mode>].yaml``: the composed config (what
 ``python train.py +experiment=X`` runs with, Hydra's own keys removed) and each planned stage's
 config (debug sizes merged, as ``pipeline.plan`` hands it to the phase), all resolved. Compare two
 snapshots with ``diff -r``. A recipe that does not compose or plan records its error instead.
@@ -40,9 +40,9 @@ def snapshot(overrides: list[str], config_name: str = "train") -> str:
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in [None, *group_options("experiment")]:
-        for tiny in (False, True):
-            overrides = ([f"+experiment={name}"] if name else []) + (["debug=tiny"] if tiny else [])
-            (out / f"{name or '_root'}{'.tiny' if tiny else ''}.yaml").write_text(snapshot(overrides))
+        for mode in (None, "tiny", "overfit"):
+            overrides = ([f"+experiment={name}"] if name else []) + ([f"debug={mode}"] if mode else [])
+            (out / f"{name or '_root'}{f'.{mode}' if mode else ''}.yaml").write_text(snapshot(overrides))
             print(" ".join(overrides) or "(no overrides)")
     for name in group_options("hparams_search"):
         (out / f"_hparams_search.{name}.yaml").write_text(snapshot([f"hparams_search={name}"]))

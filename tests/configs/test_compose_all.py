@@ -28,6 +28,12 @@ def test_train_yaml_has_no_experiment_default():
     assert "experiment:" not in text.split("_self_")[0].replace("experiment_name", "")
 
 
+@pytest.mark.parametrize("experiment", EXPERIMENTS[1:])
+def test_each_experiment_selects_its_own_recipe(compose, experiment):
+    # conf/experiment/<name>.yaml is `override /recipe: <name>`; the recipe names itself
+    assert compose([f"+experiment={experiment}"]).experiment_name == experiment
+
+
 @pytest.mark.parametrize("hardware", HARDWARE)
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
@@ -128,10 +134,45 @@ def test_debug_modes_resize_each_phase(compose, experiment):
         assert tiny.phase.rollout_steps == 16 and tiny.env.num_envs == 2
 
 
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_debug_sizes_leave_every_callback_buildable(compose, experiment):
+    # sizes of a callback the recipe dropped (null) must not bring it back without a _target_
+    recipe = [f"+experiment={experiment}"] if experiment else []
+    for debug in ("tiny", "overfit"):
+        for stage in plan_run(compose([*recipe, f"debug={debug}"])).stages:
+            for bag in (stage.cfg.phase.get("callbacks"), stage.cfg.get("callbacks")):
+                for name, node in (bag or {}).items():
+                    assert node is None or "_target_" in node, f"debug={debug} stage {stage.name}: callback {name}"
+
+
 def test_command_line_values_win_over_debug_sizes(compose):
     stage = plan_run(compose(["debug=tiny", "phase.rollout_steps=32", "env.num_envs=3"])).stages[0]
     assert stage.cfg.phase.rollout_steps == 32 and stage.cfg.env.num_envs == 3
     assert stage.cfg.phase.total_frames == 96  # the rest of the tiny sizes still apply
+
+
+def test_debug_sizes_win_over_the_recipe_and_lose_to_the_command_line(compose):
+    # autobattler_selfplay's body sets 3,000,000 frames and 128 envs; its tiny sizes 512 and 16
+    # (conf/debug_sizes/recipe/tiny/), over phase ppo's 16-step rollouts.
+    recipe = ["+experiment=autobattler_selfplay", "debug=tiny"]
+    tiny = plan_run(compose(recipe)).stages[0].cfg
+    assert (tiny.phase.total_frames, tiny.env.num_envs, tiny.phase.rollout_steps) == (512, 16, 16)
+    mine = plan_run(compose([*recipe, "phase.total_frames=256", "env.num_envs=8"])).stages[0].cfg
+    assert (mine.phase.total_frames, mine.env.num_envs, mine.phase.rollout_steps) == (256, 8, 16)
+
+
+def test_command_line_values_win_over_a_pipeline_stages_debug_sizes(compose):
+    # cartpole_bc_ppo's ppo stage: 51,200 frames and a gate at 400 in the recipe, 96 frames
+    # (phase ppo's tiny sizes, at pipeline.stages.ppo) and a gate at 5 (the recipe's) in a tiny run.
+    recipe = ["+experiment=cartpole_bc_ppo", "debug=tiny"]
+    stages = {stage.name: stage.cfg for stage in plan_run(compose(recipe)).stages}
+    assert stages["ppo"].phase.total_frames == 96 and stages["ppo"].transition.gate.threshold == 5
+    mine = {stage.name: stage.cfg for stage in plan_run(compose(
+        [*recipe, "pipeline.stages.ppo.phase.total_frames=64", "pipeline.stages.ppo.transition.gate.threshold=7",
+         "pipeline.stages.bc.phase.max_epochs=3"])).stages}
+    assert mine["ppo"].phase.total_frames == 64 and mine["ppo"].transition.gate.threshold == 7
+    assert mine["ppo"].phase.rollout_steps == 16  # the rest of the stage's tiny sizes still apply
+    assert mine["bc"].phase.max_epochs == 3 and mine["bc"].phase.batch_size == 64
 
 
 def test_alphazero_config_errors_name_the_key(compose):

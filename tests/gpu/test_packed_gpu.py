@@ -87,7 +87,7 @@ def test_profiler_finds_no_device_to_host_copies_in_the_loop(renderer):
 def test_async_learner_overlaps_on_cuda_streams():
     import lightning as L
 
-    from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+    from meeple.phases.packed_ppo.data import PackedLearner, PackedRolloutDataModule
     from meeple.phases.packed_ppo.module import PackedPPOModule
     from meeple.seeding import PhaseSeeds
 
@@ -105,6 +105,7 @@ def test_async_learner_overlaps_on_cuda_streams():
         max_importance_weight=2.0,
     )
     dm = PackedRolloutDataModule(
+        learner=PackedLearner(module.net, module.prepare_rollout),
         env_factory=lambda num_envs, device: make_goal_grid(num_envs, device=device),
         seeds=PhaseSeeds(1, 0),
         num_envs=256,

@@ -31,6 +31,8 @@ TWO_STAGES = [
     "+phase@pipeline.stages.a.phase=ppo", "+transition@pipeline.stages.a.transition=none",
     "+phase@pipeline.stages.b.phase=ppo", "+transition@pipeline.stages.b.transition=finetune",
     "+pipeline.order=[a,b]",
+    # a pipeline composed on the command line names its stages' debug sizes (a recipe lists them)
+    "+debug_sizes/phase@pipeline.stages.a=tiny/ppo", "+debug_sizes/phase@pipeline.stages.b=tiny/ppo",
     "pipeline.stages.a.phase.eval.every_n_rollouts=1", "pipeline.stages.b.phase.eval.every_n_rollouts=1",
     "pipeline.stages.a.phase.eval.episodes=4", "pipeline.stages.b.phase.eval.episodes=4",
 ]

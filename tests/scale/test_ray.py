@@ -173,7 +173,7 @@ def test_league_tables_in_two_ray_actors(ray_head, tmp_path):
     done = subprocess.run(
         [sys.executable, str(REPO / "train.py"), "+experiment=phase3", "debug=tiny", "tracking=none",
          "pipeline.order=[league]", "~pipeline.stages.phase1", "~pipeline.stages.teacher", "~pipeline.stages.student",
-         f"transition@{S}.transition=none", f"{S}.debug.tiny.transition.gate=null", f"{S}.phase.reference_kl.coef=0", "collector=ray", f"collector.address={ray_head}", "env.num_workers=2",
+         f"transition@{S}.transition=none", f"{S}.transition.gate=null", f"{S}.phase.reference_kl.coef=0", "collector=ray", f"collector.address={ray_head}", "env.num_workers=2",
          f"{S}.phase.total_frames=1920", f"checkpoint.root={tmp_path}/runs",  # 5 rollouts of 2 x 4 tables
          f"paths.output_root={tmp_path}/out"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import REPO
 
 TRAIN = str(REPO / "train.py")
-# debug=tiny rollouts are 32 frames; its minibatch size wins over the search's draws (128..512).
+# debug=tiny rollouts are 32 frames: under it the search draws its minibatch from debug_sizes/search (16).
 TINY = ["debug=tiny", "callbacks.progress=null"]
 
 
@@ -42,8 +42,9 @@ def test_three_trial_sweep_stores_trials_and_nested_runs(first_sweep):
     cwd, done = first_sweep
     study = study_of(cwd)
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
-    # drawn from the search's 128..512 (recorded), trained with debug=tiny's 16 (a 512 would fail)
-    assert {t.params["phase.minibatch_size"] for t in study.trials} <= {128, 256, 512}
+    # debug=tiny narrows the search's 128..512 to 16 (a 512 would not fit the rollout): the value
+    # recorded is the value trained with
+    assert {t.params["phase.minibatch_size"] for t in study.trials} == {16}
 
     client = mlflow.MlflowClient(f"sqlite:///{cwd}/mlflow.db")
     experiment = client.get_experiment_by_name("default")
@@ -149,7 +150,7 @@ def test_sweep_over_a_pipeline_uses_the_last_stage_and_fails_trials_at_a_gate(tm
                     and r.data.tags.get("optuna_trial") == str(trial.number)]
         assert trial.value == stage.data.metrics["eval/episode_return"]
 
-    gated = pipeline_sweep(tmp_path / "gated", "pipeline.stages.ppo.debug.tiny.transition.gate.threshold=10000",
+    gated = pipeline_sweep(tmp_path / "gated", "pipeline.stages.ppo.transition.gate.threshold=10000",
                            returncode=1)
     assert [t.state.name for t in gated.trials] == ["FAIL"] * 2
     assert all("gate failed: phase 0 (bc)" in t.user_attrs["error"] for t in gated.trials)

@@ -147,7 +147,7 @@ def _fit(device, num_envs, steps, mode, rollouts, minibatch, callbacks, ppo_epoc
     """One Lightning fit of packed PPO on GoalGrid (no Hydra: runs where only torch is)."""
     from meeple.envs.goal_grid import make_goal_grid
     from meeple.nets.packed_cnn import PackedCNN
-    from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+    from meeple.phases.packed_ppo.data import PackedLearner, PackedRolloutDataModule
     from meeple.phases.packed_ppo.module import PackedPPOModule
     from meeple.seeding import PhaseSeeds
 
@@ -166,6 +166,7 @@ def _fit(device, num_envs, steps, mode, rollouts, minibatch, callbacks, ppo_epoc
         max_importance_weight=2.0,
     )
     dm = PackedRolloutDataModule(
+        learner=PackedLearner(module.net, module.prepare_rollout),
         env_factory=lambda num_envs, device: make_goal_grid(num_envs, device=device),
         seeds=PhaseSeeds(1, 0),
         num_envs=num_envs,

@@ -49,7 +49,15 @@ def _device_of(module: torch.nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-class GreedyEvaluation(L.Callback):
+class ReturnEvaluation(L.Callback):
+    """An evaluation whose latest mean return over ``episodes`` episodes (``last_return``; None
+    before its first) the stage reports as its final ``eval/episode_return``."""
+
+    episodes: int
+    last_return: float | None = None
+
+
+class GreedyEvaluation(ReturnEvaluation):
     """Every ``every_n_rollouts`` (and after the last rollout) plays ``episodes``
     greedy episodes in parallel on fresh seeds; logs ``eval/episode_return`` and
     stops the run once it reaches ``stop_at_return`` (null: never)."""

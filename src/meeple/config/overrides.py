@@ -1,4 +1,4 @@
-"""The user's command-line values, for settings applied after composition (debug sizes)."""
+"""The user's command-line values (whether the run's seed was chosen there)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,3 @@ def command_line_values() -> list[tuple[str, Any]]:
         values.append((key, override.value()))
     return values
 
-
-def searched_keys() -> set[str]:
-    """Keys a hyperparameter search draws (``hydra.sweeper.params``): in a trial their values
-    on the command line are the search's draws, not values the user typed."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return set()
-    params = HydraConfig.get().sweeper.get("params") or {}
-    return set(params)

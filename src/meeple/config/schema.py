@@ -93,8 +93,8 @@ GATE_OPS = (">=", ">", "<=", "<")
 
 
 # Keys of a phase node that belong to the stage around it, not to the phase kind's schema:
-# the callbacks the phase needs and its sizes under each debug mode.
-PHASE_ENVELOPE_KEYS = ("callbacks", "debug")
+# the callbacks the phase needs.
+PHASE_ENVELOPE_KEYS = ("callbacks",)
 
 
 def checked(cfg: DictConfig, key: str, schema: type) -> Any:

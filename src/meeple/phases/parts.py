@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,3 +18,6 @@ class PhaseParts:
     callbacks: dict[str, L.Callback] = field(default_factory=dict)
     # Trainer arguments the phase sets (e.g. BC's val_check_interval), over the stage's defaults.
     trainer: dict[str, Any] = field(default_factory=dict)
+    # After the fit of several learner processes: what each one drew (seeds, a fingerprint of its
+    # first rollout), recorded in the run directory; None: the phase records nothing per process.
+    ranks: Callable[[], list[dict] | None] | None = None

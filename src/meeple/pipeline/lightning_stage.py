@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig
 
+from meeple.callbacks.evaluation import ReturnEvaluation
 from meeple.callbacks.progress import StageLabel
 from meeple.distributed import resume_hint, world_size
 from meeple.errors import ConfigError, PeerLost
@@ -40,6 +41,7 @@ class StageBuild:
     datamodule: L.LightningDataModule
     callbacks: dict[str, L.Callback]  # the phase's required ones, its phase.callbacks, the bag
     trainer_kwargs: dict[str, Any]
+    ranks: Callable[[], list[dict] | None] | None = None  # PhaseParts.ranks
 
 
 def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> StageBuild:
@@ -75,7 +77,7 @@ def build_stage(cfg: DictConfig, typed: dict[str, Any], seeds: PhaseSeeds) -> St
         enable_progress_bar="progress" in callbacks,
         **parts.trainer,
     )
-    return StageBuild(seeds, parts.module, parts.datamodule, callbacks, trainer_kwargs)
+    return StageBuild(seeds, parts.module, parts.datamodule, callbacks, trainer_kwargs, parts.ranks)
 
 
 def _strategy(hw: Any) -> Any:
@@ -130,7 +132,7 @@ def fit_stage(build: StageBuild, cfg: DictConfig, *, logger: Any, checkpoints: A
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     evaluation = build.callbacks.get("eval")
-    if evaluation is not None and getattr(evaluation, "last_return", None) is not None:
+    if isinstance(evaluation, ReturnEvaluation) and evaluation.last_return is not None:
         metrics[EVAL_RETURN] = evaluation.last_return
         log.info("final greedy evaluation: mean return %.1f over %d episodes", evaluation.last_return,
                  evaluation.episodes)

@@ -4,9 +4,9 @@ A run is a pipeline of stages. ``pipeline: null`` (every single-phase recipe) is
 one stage built from the root's ``phase`` and ``transition``. A multi-phase recipe lists its
 stages under ``pipeline.stages.<name>`` (each with a ``phase``, a ``transition`` and optionally
 any other root key it changes, e.g. ``model`` or ``checkpoint``) and their order in
-``pipeline.order``. Every stage's config is the root with those keys replaced, then the phase's
-``debug.<mode>`` sizes merged in (``debug=tiny``), then the user's command-line values applied
-again so that they win. All stages are validated before any work starts, each once.
+``pipeline.order``. Every stage's config is the root with those keys replaced (a ``debug=<mode>``
+run's sizes are already in: Hydra composes them, ``conf/train.yaml``). All stages are validated
+before any work starts, each once.
 
 Besides the stages, the plan holds the run's typed records (``meeple.config.run``): its identity,
 checkpointing and tracking. The run session and the runner read those, never the config.
@@ -23,7 +23,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from meeple.config.overrides import command_line_values, searched_keys
 from meeple.config.run import (
     CheckpointPolicy,
     RunIdentity,
@@ -43,7 +42,7 @@ STAGE_KEYS = ("phase", "transition")  # every stage has these; any other key pat
 class Stage:
     index: int  # position in the pipeline: seeds (spawn_key), folders phase{index}/
     name: str  # stage name: gates/<name>.pt, MLflow child run tag
-    cfg: DictConfig  # a single-phase config (no `pipeline` key), debug sizes applied
+    cfg: DictConfig  # a single-phase config (no `pipeline` key)
     kind: PhaseKind
     typed: dict[str, Any]  # validated hardware / phase / transition
     checkpoint: CheckpointPolicy | None = None  # None: the run keeps no checkpoints
@@ -209,7 +208,7 @@ def _stage(cfg: DictConfig, index: int, name: str, node: DictConfig | dict, *, c
 
 
 def stage_config(cfg: DictConfig, name: str, node: DictConfig | dict) -> DictConfig:
-    """The single-phase config of stage ``name``: the root patched by ``node``, debug sizes in."""
+    """The single-phase config of stage ``name``: the root patched by ``node``."""
     stage = copy.deepcopy(cfg)
     with open_dict(stage):
         if stage.get("pipeline") is not None:
@@ -218,59 +217,9 @@ def stage_config(cfg: DictConfig, name: str, node: DictConfig | dict) -> DictCon
                     raise ConfigError(f"pipeline.stages.{name}.{key} is missing; accepted: a {key} config "
                                       f"(e.g. `- /{key}@pipeline.stages.{name}.{key}: <option>` in the recipe)")
             for key, value in node.items():
-                if key == "debug":
-                    continue  # the stage's own debug sizes, below
                 if key in STAGE_KEYS or not isinstance(value, DictConfig) or stage.get(key) is None:
                     stage[key] = value
                 else:  # model, env, checkpoint, ...: this stage's values over the root's
                     stage[key] = OmegaConf.merge(stage[key], value)
             stage.pipeline = None
-        _apply_debug_sizes(stage, name, node.get("debug") if node else None)
     return stage
-
-
-def _apply_debug_sizes(stage: DictConfig, name: str, stage_sizes: DictConfig | None) -> None:
-    """Under ``debug=<mode>``: the phase's ``debug.<mode>`` patch, then the stage's (a pipeline
-    may e.g. lower a gate), then the command line's values again."""
-    phase = stage.get("phase")
-    if phase is None:
-        return
-    sizes = phase.get("debug")
-    mode = stage.get("debug_mode")
-    with open_dict(phase):
-        phase.pop("debug", None)  # not a hyperparameter: neither logged nor checkpointed
-    if not mode:
-        return
-    patches = [(f"phase.debug.{mode}", (sizes or {}).get(mode)),
-               (f"pipeline.stages.{name}.debug.{mode}", (stage_sizes or {}).get(mode))]
-    if all(patch is None for _, patch in patches):
-        return
-    for where, patch in patches:
-        for key, value in (patch or {}).items():
-            if stage.get(key) is None:
-                raise ConfigError(f"{where}.{key}: the run has no {key!r} to resize")
-            stage[key] = OmegaConf.merge(stage[key], value)
-    # The user's values win over debug sizes; a search's draws do not (a debug run checks that
-    # every trial runs: a drawn minibatch of 512 cannot fit a 32-frame debug rollout).
-    searched = searched_keys()
-    for key, value in command_line_values():
-        if key in searched:
-            continue
-        key = _stage_key(key, name)
-        if key is not None and _has_parent(stage, key):
-            OmegaConf.update(stage, key, value, merge=False, force_add=True)
-
-
-def _stage_key(key: str, name: str) -> str | None:
-    """A command-line key as seen from stage ``name`` (None: it belongs to another stage)."""
-    prefix = "pipeline.stages."
-    if not key.startswith(prefix):
-        return key
-    stage, _, rest = key[len(prefix):].partition(".")
-    return rest if stage == name and rest else None
-
-
-def _has_parent(stage: DictConfig, key: str) -> bool:
-    if "." not in key:
-        return True
-    return isinstance(OmegaConf.select(stage, key.rsplit(".", 1)[0], default=None), DictConfig)

@@ -246,7 +246,7 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext) -> tupl
             session.record_mlflow_run(index, logger.run_id)
     label = f"{stage.index + 1}/{context.count} {stage.name}" if pipeline else None
     result = fit_stage(build, cfg, logger=logger, checkpoints=checkpoints, label=label)
-    ranks = getattr(build.datamodule, "ranks", None)  # several learner processes: what each one drew
+    ranks = build.ranks() if build.ranks else None  # several learner processes: what each one drew
     if ranks and session is not None:
         session.record_ranks(stage.index, ranks)
     return result

@@ -1,6 +1,6 @@
 """Chess evaluation of the AlphaZero phase's best network, every few iterations.
 
-Referenced from this plugin's ``conf/experiment/chess_alphazero.yaml`` (``phase.callbacks.chess_benchmark``);
+Referenced from this plugin's ``conf/recipe/chess_alphazero.yaml`` (``phase.callbacks.chess_benchmark``);
 the phase puts its gate first, so this measures the network that plays self-play, i.e. the best
 one after this iteration's gate.
 """

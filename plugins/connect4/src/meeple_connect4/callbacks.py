@@ -1,6 +1,6 @@
 """Connect Four strength benchmarks of the AlphaZero phase's best network, every few iterations.
 
-Referenced from this plugin's ``conf/experiment/connect4_alphazero.yaml``
+Referenced from this plugin's ``conf/recipe/connect4_alphazero.yaml``
 (``phase.callbacks.benchmark._target_``); the phase
 puts its gate first, so the benchmark measures the network that plays self-play, i.e. the
 best one after this iteration's gate.

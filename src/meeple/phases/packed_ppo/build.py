@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 
 from meeple.envs.packed_env import PackedEnv
 from meeple.errors import ConfigError
-from meeple.phases.packed_ppo.data import PackedRolloutDataModule
+from meeple.phases.packed_ppo.data import PackedLearner, PackedRolloutDataModule
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.build import build_ppo_module
 from meeple.seeding import Component, PhaseSeeds, seed_process
@@ -38,6 +38,7 @@ def build_packed_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePa
     net = instantiate(cfg.model)(probe.frames_per_obs, probe.num_actions)
     module = build_ppo_module(cfg, phase, net)
     datamodule = PackedRolloutDataModule(
+        learner=PackedLearner(module.net, module.prepare_rollout),
         env_factory=env_factory,
         seeds=seeds,
         num_envs=int(cfg.env.num_envs),

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -46,10 +47,26 @@ def _identity(x):
     return x
 
 
+@dataclass(frozen=True)
+class PackedLearner:
+    """The learner's side of collection, as the phase's builder wires it (the datamodule does
+    not reach into the LightningModule)."""
+
+    net: torch.nn.Module  # the learner's network (the module's own, moved with it): acts in sync mode
+    # (buffer, lag, chunk=): proximal log-probs and advantages of a rollout collected `lag` updates ago
+    prepare_rollout: Callable[..., None]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the network sits now (Lightning moves the module before the first rollout)."""
+        return next(self.net.parameters()).device
+
+
 class PackedRolloutDataModule(L.LightningDataModule):
     def __init__(
         self,
         *,
+        learner: PackedLearner,
         env_factory: Callable[..., PackedEnv],
         seeds: PhaseSeeds,
         num_envs: int,
@@ -68,6 +85,7 @@ class PackedRolloutDataModule(L.LightningDataModule):
             raise ValueError(
                 f"max_policy_lag={max_policy_lag}; accepted: 0 or 1 (two rollout buffers)"
             )
+        self.learner = learner
         self.env_factory = env_factory
         self.seeds = seeds
         self.num_envs = num_envs
@@ -98,8 +116,7 @@ class PackedRolloutDataModule(L.LightningDataModule):
         """Env, buffers, generators and (async) the actor, on the module's device (idempotent)."""
         if self.env is not None:
             return
-        module = self.trainer.lightning_module
-        device = module.device
+        device = self.learner.device
         self.env = self.env_factory(num_envs=self.num_envs, device=device)
         self.env.reset(self.seeds.seed(Component.ENV))
         actor_seed, shuffle_seed = self.seeds.worker_seeds(Component.DATA, 2)
@@ -111,7 +128,7 @@ class PackedRolloutDataModule(L.LightningDataModule):
             for _ in range(count)
         ]
         if self.mode == "async":
-            self.actor_net = copy.deepcopy(module.net).requires_grad_(False)
+            self.actor_net = copy.deepcopy(self.learner.net).requires_grad_(False)
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="meeple-actor")
             if device.type == "cuda":
                 self._actor_stream = torch.cuda.Stream(device)
@@ -136,11 +153,10 @@ class PackedRolloutDataModule(L.LightningDataModule):
     def next_rollout(self) -> PackedRolloutBuffer:
         """The rollout to train on now, with proximal log-probs and advantages attached."""
         self.start()
-        module = self.trainer.lightning_module
         version = self.policy_version
         if self.mode == "sync":
             buffer = self.buffers[0]
-            collect_rollout(self.env, module.net, buffer, self.actor_generator)
+            collect_rollout(self.env, self.learner.net, buffer, self.actor_generator)
             buffer.policy_version = version
         else:
             buffer = self._next_async(version)
@@ -149,7 +165,7 @@ class PackedRolloutDataModule(L.LightningDataModule):
             raise RuntimeError(
                 f"policy lag {lag} outside 0..{self.max_policy_lag} (a bug in the actor schedule)"
             )
-        module.prepare_rollout(buffer, lag, chunk=self.minibatch_size)
+        self.learner.prepare_rollout(buffer, lag, chunk=self.minibatch_size)
         self._device_stats = (buffer.stats, lag)
         self.frames += buffer.samples
         self.policy_version += 1  # the learner's update on this rollout follows
@@ -185,7 +201,7 @@ class PackedRolloutDataModule(L.LightningDataModule):
     @torch.no_grad()
     def _sync_actor(self) -> None:
         """Learner weights -> actor weights (explicit copy; ordered by events on CUDA)."""
-        learner = self.trainer.lightning_module.net
+        learner = self.learner.net
         pairs = list(zip(self.actor_net.state_dict().values(), learner.state_dict().values()))
         if self._actor_stream is None:
             for actor, source in pairs:

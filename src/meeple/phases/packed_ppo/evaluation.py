@@ -7,7 +7,7 @@ import logging
 import lightning as L
 import torch
 
-from meeple.callbacks.evaluation import evaluation_due
+from meeple.callbacks.evaluation import ReturnEvaluation, evaluation_due
 from meeple.envs.packed_env import PackedEnv
 from meeple.phases.packed_ppo.buffer import PackedRolloutBuffer
 from meeple.seeding import Component
@@ -43,7 +43,7 @@ def greedy_first_episodes(
     return returns, success
 
 
-class PackedGreedyEvaluation(L.Callback):
+class PackedGreedyEvaluation(ReturnEvaluation):
     """Every ``every_n_rollouts`` (and after the last) plays ``episodes`` greedy episodes on
     fresh seeds; logs ``eval/success_rate`` and ``eval/episode_return``; stops the run once
     the success rate reaches ``stop_at_success`` (null: never)."""

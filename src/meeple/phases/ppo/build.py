@@ -71,4 +71,4 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
         batch_unit=envs.unit,
     )
     rollouts = max(phase.total_frames // datamodule.frames_per_batch, 1)
-    return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts)
+    return PhaseParts(module=module, datamodule=datamodule, max_epochs=rollouts, ranks=lambda: datamodule.ranks)
