@@ -27,7 +27,9 @@ def test_a_recorded_game_replays_move_by_move():
             assert step.action in board.legal_moves()
             board.push(step.action)
     white = [s for s in replay.steps[:-1] if s.actor == 0]
-    assert all(s.decision is not None and len(s.decision.top) == 5 for s in white)
+    # the top 5 by visits, and the move played when a tie in visits left it out
+    assert all(s.decision is not None and len(s.decision.top) in (5, 6) for s in white)
+    assert all(s.action in {c.action for c in s.decision.top} for s in white)
     assert all(s.decision is None for s in replay.steps[:-1] if s.actor == 1)
     top = white[0].decision.top
     assert [c.visits for c in top] == sorted((c.visits for c in top), reverse=True)

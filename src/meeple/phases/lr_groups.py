@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-
-import torch
+from typing import TYPE_CHECKING
 
 from meeple.errors import ConfigError
+
+if TYPE_CHECKING:  # the schema imports LRGroup: config validation stays torch-free
+    import torch
 
 
 @dataclass

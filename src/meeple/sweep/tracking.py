@@ -19,6 +19,7 @@ import optuna
 from mlflow import MlflowClient
 from mlflow.entities import Param, RunStatus
 
+from meeple.config.run import absolute_sqlite_uri
 from meeple.tracking.mlflow import PARENT_RUN_TAG, environment_tags, get_or_create_experiment
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class SweepTracking:
     def __init__(self, uri: str, experiment: str, artifact_location: str | None = None) -> None:
         from meeple.tracking.mlflow import _ensure_sqlite_parent
 
+        uri = absolute_sqlite_uri(uri)
         _ensure_sqlite_parent(uri)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)

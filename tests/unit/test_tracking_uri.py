@@ -1,0 +1,14 @@
+"""A relative SQLite tracking URI is resolved against the working directory when the run is
+planned: MLflow keeps one store per URI string, so two in-process runs from different folders
+would otherwise both write to the first folder's database."""
+
+from pathlib import Path
+
+from meeple.config.run import absolute_sqlite_uri
+
+
+def test_a_relative_sqlite_uri_is_made_absolute_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert absolute_sqlite_uri("sqlite:///outputs/mlflow.db") == f"sqlite:///{Path.cwd()}/outputs/mlflow.db"
+    for kept in ("sqlite:////abs/mlflow.db", "sqlite:///~/mlflow.db", "postgresql://h/db", "http://127.0.0.1:5000", None):
+        assert absolute_sqlite_uri(kept) == kept
