@@ -20,6 +20,7 @@ from meeple.checkpoint.retention import BEST, LATEST, list_checkpoints
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
 from meeple.errors import MeepleError
+from meeple.tracking.mlflow import store_uri
 from tests.checkpoint.helpers import SimulatedCrash
 
 # 6 rollouts of 32 frames (4 optimiser steps each), an evaluation every 2, a checkpoint every one.
@@ -85,7 +86,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(compose, in_tmp, importab
     assert final_cut["rng_state"]["seed_streams"] == {"EVALUATION": 3}
 
     # The resumed run kept logging into the interrupted run's MLflow run, step for step.
-    client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=store_uri("sqlite:///outputs/mlflow.db"))
     experiment = client.get_experiment_by_name("default")
     # MLflow caches its store per URI: runs of earlier tests (other folders) may share it.
     here = str(Path.cwd().resolve())
@@ -177,7 +178,7 @@ def test_resume_refuses_another_experiments_run_and_prefers_runs_with_progress(c
     overrides = [*BASE, "phase.total_frames=64", "task_name=pick"]
     train(compose(overrides))
     real = run_of("pick")
-    client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=store_uri("sqlite:///outputs/mlflow.db"))
     status = client.get_run(real.mlflow_run_id).info.status
     with pytest.raises(MeepleError, match=r"is a run of experiment 'default', not 'cartpole_ppo'"):
         train(compose(["+experiment=cartpole_ppo", *overrides, f"resume_dir={real.path}"]))

@@ -21,6 +21,7 @@ from meeple.checkpoint.retention import LATEST
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
 from meeple.errors import ConfigError, GateFailed
+from meeple.tracking.mlflow import store_uri
 from tests.checkpoint.helpers import SimulatedCrash
 from tests.checkpoint.test_resume import assert_same, histories, learning
 from tests.conftest import REPO
@@ -62,7 +63,7 @@ def test_two_stages_gate_carry_and_tracking(compose, in_tmp):
     a_actor = {k: v for k, v in load_gate(run.gates_dir / "a.pt")["model_state_dict"].items() if k.startswith("actor.")}
     assert a_actor and all(torch.is_tensor(v) for v in a_actor.values())
 
-    client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=store_uri("sqlite:///outputs/mlflow.db"))
     # MLflow caches its store per URI: runs of earlier tests (other folders) may share it.
     runs = [r for r in client.search_runs([client.get_experiment_by_name("default").experiment_id])
             if r.data.tags.get("meeple.run_id") == run.run_id]
@@ -132,7 +133,7 @@ def test_crash_in_stage_two_resumes_without_rerunning_stage_one(compose, in_tmp,
     for key in ("model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "rng_state", "loops"):
         assert_same(final_full[key], final_cut[key], key)
 
-    client = mlflow.MlflowClient(tracking_uri="sqlite:///outputs/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=store_uri("sqlite:///outputs/mlflow.db"))
     full_run, cut_run = run_of("full"), cut
     for index in ("0", "1"):  # each stage's MLflow run, step for step (b's continued after the crash)
         assert histories(client, full_run.stage_mlflow_runs[index]) == histories(client, cut_run.stage_mlflow_runs[index])

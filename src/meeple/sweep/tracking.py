@@ -19,8 +19,12 @@ import optuna
 from mlflow import MlflowClient
 from mlflow.entities import Param, RunStatus
 
-from meeple.config.run import absolute_sqlite_uri
-from meeple.tracking.mlflow import PARENT_RUN_TAG, environment_tags, get_or_create_experiment
+from meeple.tracking.mlflow import (
+    PARENT_RUN_TAG,
+    environment_tags,
+    get_or_create_experiment,
+    store_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +37,7 @@ class SweepTracking:
     """MLflow bookkeeping of one sweep (``uri``/``experiment`` as the training runs use)."""
 
     def __init__(self, uri: str, experiment: str, artifact_location: str | None = None) -> None:
-        from meeple.tracking.mlflow import _ensure_sqlite_parent
-
-        uri = absolute_sqlite_uri(uri)
-        _ensure_sqlite_parent(uri)
+        uri = store_uri(uri)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         self.experiment_id = get_or_create_experiment(self.client, experiment, artifact_location)

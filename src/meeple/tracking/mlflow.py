@@ -27,6 +27,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import meeple
+from meeple.config.run import absolute_sqlite_uri
 from meeple.provenance import git_state
 from meeple.writer_thread import WriterThread
 
@@ -102,10 +103,13 @@ def get_or_create_experiment(client: Any, name: str, artifact_location: str | No
     return client.create_experiment(name, artifact_location=location)
 
 
-def _ensure_sqlite_parent(uri: str) -> None:
-    # sqlite cannot create the folder that holds the database file.
+def store_uri(uri: str) -> str:
+    """The tracking URI to open: a relative SQLite path made absolute in the working directory
+    (:func:`meeple.config.run.absolute_sqlite_uri`), its folder created (sqlite cannot)."""
+    uri = absolute_sqlite_uri(uri)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return uri
 
 
 def _env_tag(cfg: DictConfig) -> str:
@@ -158,7 +162,7 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
     tracking = cfg.tracking
     if not tracking.uri:
         return None
-    _ensure_sqlite_parent(tracking.uri)
+    uri = store_uri(tracking.uri)
     tags, run_name = _run_tags(cfg, master_seed, run_dir)
     tags.update(env=_env_tag(cfg), phase=str(cfg.phase.name))
     if stage is not None:
@@ -170,7 +174,7 @@ def make_mlflow_logger(cfg: DictConfig, *, master_seed: int, run_dir: str | Path
     return MeepleMLFlowLogger(
         experiment_name=str(tracking.experiment),
         run_name=run_name,
-        tracking_uri=tracking.uri,
+        tracking_uri=uri,
         tags=tags,
         # Only used when the experiment is created; an absolute URI so any cwd finds it.
         artifact_location=Path(artifacts).expanduser().resolve().as_uri() if artifacts else None,
@@ -194,8 +198,7 @@ class PipelineRun:
         from mlflow import MlflowClient
 
         tracking = cfg.tracking
-        _ensure_sqlite_parent(tracking.uri)
-        self.client = MlflowClient(tracking_uri=tracking.uri)
+        self.client = MlflowClient(tracking_uri=store_uri(tracking.uri))
         if continue_run_id is not None:
             self.run_id = continue_run_id
             self.client.update_run(continue_run_id, status="RUNNING")
