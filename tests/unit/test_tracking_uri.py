@@ -1,10 +1,10 @@
-"""A relative SQLite tracking URI is resolved against the working directory when the run is
-planned: MLflow keeps one store per URI string, so two in-process runs from different folders
+"""A relative SQLite tracking URI is resolved against the working directory where MLflow is
+opened: MLflow keeps one store per URI string, so two in-process runs from different folders
 would otherwise both write to the first folder's database."""
 
 from pathlib import Path
 
-from meeple.config.run import absolute_sqlite_uri
+from meeple.tracking.mlflow import absolute_sqlite_uri, store_uri
 
 
 def test_a_relative_sqlite_uri_is_made_absolute_in_the_working_directory(tmp_path, monkeypatch):
@@ -18,8 +18,6 @@ def test_runs_from_two_folders_write_two_databases(tmp_path, monkeypatch):
     """The bug it fixes: MLflow keeps one store per URI string, so with the relative URI the
     second folder's experiment went into the first folder's database."""
     from mlflow import MlflowClient
-
-    from meeple.tracking.mlflow import store_uri
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

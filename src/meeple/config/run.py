@@ -94,20 +94,9 @@ def checkpoint_policy(cfg: DictConfig, *, gate: str | None = None, enabled: bool
     )
 
 
-def absolute_sqlite_uri(uri: str | None) -> str | None:
-    """A relative SQLite URI (``sqlite:///outputs/mlflow.db``) resolved against the working
-    directory now. MLflow keeps one store per URI string for the life of the process, so a
-    relative one would keep writing to the first directory's file after a change of directory
-    (two in-process runs from different folders: tests, notebooks)."""
-    prefix = "sqlite:///"
-    if uri and uri.startswith(prefix) and not uri.startswith(prefix + "/") and not uri.startswith(prefix + "~"):
-        return prefix + str(Path.cwd() / uri.removeprefix(prefix))
-    return uri
-
-
 def tracking_plan(cfg: DictConfig) -> TrackingPlan:
     tracking = cfg.tracking
-    return TrackingPlan(uri=absolute_sqlite_uri(tracking.uri or None), experiment=str(tracking.experiment),
+    return TrackingPlan(uri=tracking.uri or None, experiment=str(tracking.experiment),
                         log_config_artifact=bool(tracking.log_config_artifact))
 
 

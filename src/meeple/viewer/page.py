@@ -37,26 +37,33 @@ def inline_asset(source: str, tag: str) -> str:
     return re.sub(f"</({tag})", r"<\\/\1", source, flags=re.IGNORECASE)
 
 
-def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str:
-    """The page of ``replay``, drawn by ``with_renderer`` or else the installed renderer of its game."""
-    draw = with_renderer or renderer(replay.game)
-    data = replay.to_json()
+def inline_page(title: str, draw: Renderer, body: str, data_id: str, data: object, *, csp: str = CSP,
+                extra: str | None = None) -> str:
+    """A page with everything inline: the core's viewer.css and viewer.js, the game's renderer,
+    ``body``, ``data`` as JSON in ``<script id=data_id>``, and the core's ``extra`` .css/.js
+    after them (the play page's)."""
+    styles = [core_asset("viewer.css"), draw.css, *([core_asset(f"{extra}.css")] if extra else [])]
+    scripts = [draw.js, core_asset("viewer.js"), *([core_asset(f"{extra}.js")] if extra else [])]
     return "\n".join([
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(replay.title)}</title>",
-        f"<style>{inline_asset(core_asset('viewer.css'), 'style')}</style>",
-        f"<style>{inline_asset(draw.css, 'style')}</style>",
+        f"<title>{html.escape(title)}</title>",
+        *(f"<style>{inline_asset(css, 'style')}</style>" for css in styles),
         "</head><body>",
-        '<main id="viewer"></main>',
-        f'<script type="application/json" id="replay">{json_for_script(data)}</script>',
-        f"<script>{inline_asset(draw.js, 'script')}</script>",
-        f"<script>{inline_asset(core_asset('viewer.js'), 'script')}</script>",
+        body,
+        f'<script type="application/json" id="{data_id}">{json_for_script(data)}</script>',
+        *(f"<script>{inline_asset(js, 'script')}</script>" for js in scripts),
         "</body></html>",
         "",
     ])
+
+
+def replay_html(replay: Replay, *, with_renderer: Renderer | None = None) -> str:
+    """The page of ``replay``, drawn by ``with_renderer`` or else the installed renderer of its game."""
+    draw = with_renderer or renderer(replay.game)
+    return inline_page(replay.title, draw, '<main id="viewer"></main>', "replay", replay.to_json())
 
 
 def write_replay(path: str | os.PathLike, replay: Replay, *, with_renderer: Renderer | None = None) -> Path:

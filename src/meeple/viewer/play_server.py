@@ -17,7 +17,6 @@ exception from the game itself is a one-line HTTP 500 (its traceback goes to the
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 import traceback
@@ -28,30 +27,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from meeple.viewer.page import core_asset, inline_asset, json_for_script
+from meeple.viewer.page import CSP as REPLAY_CSP
+from meeple.viewer.page import inline_page
 from meeple.viewer.play_session import IllegalMove, PlaySession
 from meeple.viewer.renderers import Renderer
 from meeple.viewer.replay import Step
 
 HOST = "127.0.0.1"
 # The replay page's policy, plus requests to this server (the page's fetches and the log download).
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'"
+CSP = f"{REPLAY_CSP}; connect-src 'self'"
 MAX_BODY = 4096  # a move is a few bytes: anything longer is refused unread
 SessionFactory = Callable[[int], PlaySession]  # seed -> a new session
 
 
 def play_html(game: str, draw: Renderer) -> str:
-    """The play page: inline like a replay page (the core's viewer.css and viewer.js, whose decision
-    panel it reuses, and the game's renderer); the one request it may make is to this server."""
-    return "\n".join([
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        f"<title>meeple: play {html.escape(game)}</title>",
-        f"<style>{inline_asset(core_asset('viewer.css'), 'style')}</style>",
-        f"<style>{inline_asset(draw.css, 'style')}</style>",
-        f"<style>{inline_asset(core_asset('play.css'), 'style')}</style>",
-        '</head><body><main id="play">',
+    """The play page: inline like a replay page (whose decision panel it reuses) plus the core's
+    play.css and play.js; the one request it may make is to this server."""
+    body = "\n".join([
+        '<main id="play">',
         '<header><h1 id="title"></h1><ol class="players" id="players"></ol>',
         '<p id="status" role="status"></p></header>',
         '<section class="stage"><div class="left"><div id="board"></div>',
@@ -59,13 +52,8 @@ def play_html(game: str, draw: Renderer) -> str:
         '<p><button id="new-game" type="button">New game</button> ',
         '<a id="download" href="/api/log" download hidden>Download the game\'s log</a></p></div>',
         '<div><h2>Since your move</h2><div id="decision"></div></div></section></main>',
-        f'<script type="application/json" id="play-config">{json_for_script({"game": game})}</script>',
-        f"<script>{inline_asset(draw.js, 'script')}</script>",
-        f"<script>{inline_asset(core_asset('viewer.js'), 'script')}</script>",
-        f"<script>{inline_asset(core_asset('play.js'), 'script')}</script>",
-        "</body></html>",
-        "",
     ])
+    return inline_page(f"meeple: play {game}", draw, body, "play-config", {"game": game}, csp=CSP, extra="play")
 
 
 class PlayServer(ThreadingHTTPServer):
@@ -103,8 +91,8 @@ class PlayServer(ThreadingHTTPServer):
         return {
             "game": self.game,
             "seed": self.seed,
-            "players": list(getattr(s, "players", [])),
-            "human_seat": getattr(s, "human_seat", None),
+            "players": list(s.players),
+            "human_seat": s.human_seat,
             "state": s.state(),
             "legal": s.legal(),
             "finished": s.finished,

@@ -33,6 +33,8 @@ class IllegalMove(MeepleError, ValueError):
 @runtime_checkable
 class PlaySession(Protocol):
     finished: bool
+    players: list[str]  # each seat's name ("you" at the human's)
+    human_seat: int
 
     def state(self) -> dict[str, Any]:
         """The game now, as the renderer's state JSON."""
@@ -71,7 +73,8 @@ class SearchSession(ABC):
     are the engine's integers; their ids on the wire are :meth:`action_id` (``str(int)`` unless the
     game's renderer submits others, e.g. a move's notation). A subclass names the position's rules:
     :meth:`legal_actions`, :meth:`label`, :meth:`apply`, :meth:`to_play`, :meth:`over`, and the
-    protocol's :meth:`state`, :meth:`result` and :meth:`log`.
+    protocol's :meth:`state`, :meth:`result` and :meth:`log`. ``to_play`` defaults to the
+    position's ``to_play``.
     """
 
     game: str
@@ -82,6 +85,7 @@ class SearchSession(ABC):
         self.player = player
         self.position = position
         self.human_seat = human_seat
+        self.players = ["you" if seat == human_seat else "agent" for seat in (0, 1)]
         self.moves: list[int] = []
         for action in opening:  # a position to play from: these moves are nobody's choice
             if self.over() or action not in self.legal_actions():
@@ -103,8 +107,8 @@ class SearchSession(ABC):
     @abstractmethod
     def apply(self, action: int) -> None: ...
 
-    @abstractmethod
-    def to_play(self) -> int: ...
+    def to_play(self) -> int:
+        return int(self.position.to_play)
 
     @abstractmethod
     def over(self) -> bool: ...

@@ -24,8 +24,6 @@ class ChessSession(SearchSession):
     game = "chess"
 
     def __init__(self, player: Any, *, human_seat: int = 0, opening: Sequence[int] = ()) -> None:
-        self.players = ["agent", "agent"]
-        self.players[human_seat % 2] = "you"
         self.san: list[str] = []  # the moves for the PGN
         self.uci: list[str] = []  # and as the board shows the last one
         super().__init__(player, Board(), human_seat=human_seat, opening=opening)
@@ -43,9 +41,6 @@ class ChessSession(SearchSession):
         self.san.append(san(self.position, action))
         self.uci.append(self.position.action_to_uci(action))
         self.position.push_action(action)
-
-    def to_play(self) -> int:
-        return int(self.position.to_play)
 
     def over(self) -> bool:
         return bool(self.position.is_game_over())

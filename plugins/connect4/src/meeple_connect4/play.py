@@ -23,8 +23,6 @@ class Connect4Session(SearchSession):
     game = "connect4"
 
     def __init__(self, player: Any, *, human_seat: int = 0, opening: Sequence[int] = ()) -> None:
-        self.players = ["agent", "agent"]
-        self.players[human_seat % 2] = "you"
         super().__init__(player, Connect4(), human_seat=human_seat, opening=opening)
 
     def legal_actions(self) -> list[int]:
@@ -35,9 +33,6 @@ class Connect4Session(SearchSession):
 
     def apply(self, action: int) -> None:
         self.position.play(action)
-
-    def to_play(self) -> int:
-        return int(self.position.to_play)
 
     def over(self) -> bool:
         return bool(self.position.is_terminal())

@@ -60,6 +60,9 @@ class PPOModule(RolloutModule):
         self.optimizer_factory = optimizer
         self.lr_groups = dict(lr_groups or {})  # parameters with their own learning rate
         self.critic_warmup_rollouts = critic_warmup_rollouts  # first rollouts: value head only
+        # what trains then: the critic's own parameters, not the trunk it may share with the actor
+        self._critic_head = frozenset(id(p) for p, _ in split_actor_critic(actor, critic)["critic_head"]
+                                      ) if critic_warmup_rollouts else frozenset()
         self.anneal_lr = anneal_lr
         self.loss_module = ClipPPOLoss(
             actor,
@@ -135,7 +138,7 @@ class PPOModule(RolloutModule):
         if self.current_epoch < self.critic_warmup_rollouts:
             # Critic warm-up: the value head alone learns the RL return; the policy stays as it
             # started, so its first advantages come from a critic of this task, not BC's target.
-            only = {id(p) for p, _ in split_actor_critic(self.actor, self.critic)["critic_head"]}
+            only = self._critic_head
             terms = {"critic": terms["critic"]}
         loss = sum(terms.values())
         metrics[LOSS_TOTAL] = loss
