@@ -10,7 +10,8 @@ import torch
 
 from meeple.phases.dqn.run import build_independent
 from meeple.phases.dqn.shared import buffer_tensors
-from meeple.phases.dqn.topology import WorkerCrashedError
+from meeple.phases.dqn.state import SharedRunState
+from meeple.phases.dqn.topology import IndependentTopology, WorkerCrashedError
 from tests.multiagent.conftest import shm_leftovers, shm_mapped
 
 # simple_spread observation of agent i: [vel(2), pos(2), landmarks rel. to i (2N), others rel. to i (2(N-1)), comm]
@@ -122,3 +123,33 @@ def test_crashing_learner_ends_the_run_with_its_traceback(tiny_cfg):
     assert all(w.process.exitcode is not None for w in run.topology.workers)
     run.topology.close()
     assert shm_leftovers(ours) == set()
+
+
+def test_an_actor_that_finishes_and_exits_between_two_reads_is_not_a_crash():
+    """The race CI hit: the actor reports FINISHED and exits after one drain of the report queue and
+    before the exit check; its exit must be judged only after its last report was read."""
+    state = SharedRunState(models=[None], buffers=[None])
+    topology = IndependentTopology(
+        state,
+        {},
+        [{}],
+        ["agent_0"],
+        actor_target="tests.multiagent.workers:finishing_actor",
+        learner_target="tests.multiagent.workers:idle_learner",
+    )
+    topology.start()  # the state is pickled here; the patch below stays in this process
+    actor = topology.workers[0].process
+    drain = state.drain
+
+    def drain_then_let_the_actor_finish(timeout: float = 0.0):
+        got = drain()
+        if not got and actor.exitcode is None:
+            actor.join(timeout=120)  # it reports FINISHED and exits while nobody reads
+        return got
+
+    state.drain = drain_then_let_the_actor_finish
+    try:
+        topology.run()
+        assert topology.finished and actor.exitcode == 0
+    finally:
+        topology.close()

@@ -8,6 +8,7 @@ import torch
 
 from meeple.phases.dqn.learner import run_learner
 from meeple.phases.dqn.shared import SharedModel
+from meeple.phases.dqn.state import Report
 
 
 def crashing_learner(state, **kwargs) -> None:
@@ -43,3 +44,14 @@ def naive_publisher(target: torch.nn.Module, make_model, publishes: int, delay_s
             for name, value in model.state_dict().items():
                 target.state_dict()[name].copy_(value)
                 time.sleep(delay_s)
+
+
+def finishing_actor(state, **kwargs) -> None:
+    """An actor stand-in that reaches its budget at once: report FINISHED and exit."""
+    state.report(Report.FINISHED, "actor", {"env_steps": 0})
+
+
+def idle_learner(state, **kwargs) -> None:
+    """A learner stand-in with no updates to do: wait for the stop request."""
+    while not state.should_stop():
+        time.sleep(0.01)

@@ -175,21 +175,32 @@ class IndependentTopology:
             if on_report is not None:
                 on_report(kind, sender, payload)
 
-    def _crashed(self) -> tuple[str, str] | None:
-        """(worker, detail) of the first worker that failed, if any."""
-        for w in self.workers:
-            code = w.process.exitcode if w.process is not None else None
-            if code is None:
-                continue
-            if w.name in self.errors:
-                return w.name, self.errors[w.name]
+    def _exited(self) -> dict[str, int]:
+        """Exit code of every worker that has exited, by name."""
+        return {
+            w.name: w.process.exitcode
+            for w in self.workers
+            if w.process is not None and w.process.exitcode is not None
+        }
+
+    def _crashed(self, exited: Mapping[str, int]) -> tuple[str, str] | None:
+        """(worker, detail) of the first worker that failed, if any.
+
+        ``exited`` must be read *before* the last drain of the report queue: a worker flushes its
+        reports before it exits, so only then has every report of an exited worker (the actor's
+        FINISHED above all) been dispatched. Judging an exit seen after the drain raced the
+        actor's last report and called a finished run a crash.
+        """
+        for name, code in exited.items():
+            if name in self.errors:
+                return name, self.errors[name]
             if code != 0:
                 return (
-                    w.name,
+                    name,
                     f"exited with code {code} without a Python traceback (killed by a signal?)",
                 )
             if not (self.finished or self.state.stop.is_set()):
-                return w.name, "exited before the run finished"
+                return name, "exited before the run finished"
         if self.errors:  # reported, still exiting
             name = next(iter(self.errors))
             return name, self.errors[name]
@@ -214,8 +225,9 @@ class IndependentTopology:
             restore = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
         try:
             while not self.done and not self.state.stop.is_set() and not interrupted:
+                exited = self._exited()
                 self._dispatch(self.state.drain(timeout=poll_s), on_report)
-                if crash := self._crashed():
+                if crash := self._crashed(exited):
                     raise WorkerCrashedError(*crash)
             if interrupted:
                 raise KeyboardInterrupt
