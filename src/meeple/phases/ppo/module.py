@@ -43,7 +43,7 @@ class PPOModule(RolloutModule):
         critic_coef: float,
         normalize_advantage: bool,
         reference_kl_coef: float = 0.0,
-        reference_kl_anneal_fraction: float = 0.3,
+        reference_kl_anneal_fraction: float | None = 0.3,
         diagnostics_every: int = 0,
         lr_groups: Mapping[str, LRGroup] | None = None,
         critic_warmup_rollouts: int = 0,
@@ -119,7 +119,10 @@ class PPOModule(RolloutModule):
         self.reference = copy.deepcopy(self.actor).requires_grad_(False)
 
     def reference_kl_weight(self) -> float:
-        """beta_t = beta_0 * max(0, 1 - t / (anneal_fraction * T)), t = rollouts done, T = all."""
+        """beta_t = beta_0 * max(0, 1 - t / (anneal_fraction * T)), t = rollouts done, T = all;
+        beta_0 throughout when anneal_fraction is None."""
+        if self.reference_kl_anneal_fraction is None:
+            return self.reference_kl_coef
         progress = self.current_epoch / max(int(self.trainer.max_epochs or 1), 1)
         return self.reference_kl_coef * max(0.0, 1.0 - progress / self.reference_kl_anneal_fraction)
 

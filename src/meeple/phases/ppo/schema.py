@@ -37,7 +37,9 @@ class PPOLoss:
 @dataclass
 class ReferenceKL:
     coef: float = 0.0  # beta_0 in loss += beta_t * KL(pi || pi_ref); 0: off
-    anneal_fraction: float = 0.3  # beta_t falls linearly to 0 over this fraction of the rollouts
+    # beta_t falls linearly to 0 over this fraction of the rollouts; null: beta_0 throughout (a
+    # long fine-tune whose anchor fades drifts from the clone: docs/rl_diagnostics.md)
+    anneal_fraction: float | None = 0.3
 
 
 @dataclass
@@ -76,8 +78,9 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
     require(phase.max_grad_norm is None or phase.max_grad_norm > 0, "phase.max_grad_norm",
              phase.max_grad_norm, "null or a float > 0")
     require(phase.reference_kl.coef >= 0, "phase.reference_kl.coef", phase.reference_kl.coef, "a float >= 0")
-    require(0 < phase.reference_kl.anneal_fraction <= 1, "phase.reference_kl.anneal_fraction",
-             phase.reference_kl.anneal_fraction, "a float in (0, 1]")
+    anneal = phase.reference_kl.anneal_fraction
+    require(anneal is None or 0 < anneal <= 1, "phase.reference_kl.anneal_fraction", anneal,
+            "a float in (0, 1], or null (no annealing)")
     require(phase.critic_warmup_rollouts >= 0, "phase.critic_warmup_rollouts", phase.critic_warmup_rollouts,
             "an integer >= 0 (0: off)")
     require(phase.diagnostics.every_n_rollouts >= 0, "phase.diagnostics.every_n_rollouts",
