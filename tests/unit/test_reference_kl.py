@@ -10,8 +10,12 @@ from meeple.phases.ppo.module import PPOModule
 
 
 def weight(anneal_fraction, epoch, epochs=100, coef=0.2):
-    module = SimpleNamespace(reference_kl_coef=coef, reference_kl_anneal_fraction=anneal_fraction,
-                             current_epoch=epoch, trainer=SimpleNamespace(max_epochs=epochs))
+    module = SimpleNamespace(
+        reference_kl_coef=coef,
+        reference_kl_anneal_fraction=anneal_fraction,
+        current_epoch=epoch,
+        trainer=SimpleNamespace(max_epochs=epochs),
+    )
     return PPOModule.reference_kl_weight(module)
 
 
@@ -31,5 +35,8 @@ def test_anneal_fraction_is_checked(compose, value, ok):
     if ok:
         build_run(cfg, check_hardware=False)
         return
-    with pytest.raises(ConfigError, match=r"phase.reference_kl.anneal_fraction=.*accepted: a float in \(0, 1\], or null"):
+    with pytest.raises(
+        ConfigError,
+        match=r"phase.reference_kl.anneal_fraction=.*accepted: a float in \(0, 1\], or null",
+    ):
         build_run(cfg, check_hardware=False)

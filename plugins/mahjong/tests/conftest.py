@@ -44,6 +44,12 @@ def train(cwd, *overrides: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.fixture
+def tiny_train():
+    """:func:`train` for tests that run one more recipe in their own folder."""
+    return train
+
+
 @pytest.fixture(scope="session")
 def mahjong_runs(tmp_path_factory):
     """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->

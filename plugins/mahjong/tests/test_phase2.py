@@ -47,3 +47,18 @@ def test_student_walks_every_oracle_stage_into_the_final_stretch(pipeline_run):
     assert _stem(state).shape[1] == 84  # the student reads the public planes only
     teacher = load_gate(pipeline_run / "gates" / "teacher.pt")["model_state_dict"]
     assert (_stem(state, "teacher.") == _stem(teacher)).all()  # frozen
+
+
+def test_rl_teacher_recipe_trains_the_new_weights_at_their_own_rate(pipeline_run, tiny_train, tmp_path):
+    """+experiment=phase2_rl: no safety rule, a tile head, and the oracle stem and tile head (both
+    starting at zero) at 10x the body's learning rate."""
+    tiny_train(tmp_path, "+experiment=phase2_rl", "pipeline.stop=teacher", f"pipeline.source={pipeline_run}")
+    (run,) = (tmp_path / "outputs" / "runs").iterdir()
+    state = load_gate(run / "gates" / "teacher.pt")["model_state_dict"]
+    assert _stem(state, suffix="oracle_stem.weight").abs().sum() > 0  # moved from its zero start
+    assert any(".addend." in k for k in state)  # the tile head
+    latest = load_verified(run / "phase1" / "checkpoints" / "latest.pt")
+    assert latest["config"]["model"]["oracle_safety"] is False and latest["config"]["model"]["tile_head"]
+    body, new = latest["optimizer_state_dict"]["param_groups"]  # rates before annealing
+    assert body["initial_lr"] == pytest.approx(1e-4) and new["initial_lr"] == pytest.approx(1e-3)
+    assert len(new["params"]) == 3  # the oracle stem's weight, the tile head's weight and bias
