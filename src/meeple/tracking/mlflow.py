@@ -102,14 +102,16 @@ def get_or_create_experiment(client: Any, name: str, artifact_location: str | No
     return client.create_experiment(name, artifact_location=location)
 
 
+SQLITE = "sqlite:///"
+
+
 def absolute_sqlite_uri(uri: str | None) -> str | None:
     """A relative SQLite URI (``sqlite:///outputs/mlflow.db``) resolved against the working
     directory now. MLflow keeps one store per URI string for the life of the process, so a
     relative one would keep writing to the first directory's file after a change of directory
     (two in-process runs from different folders: tests, notebooks)."""
-    prefix = "sqlite:///"
-    if uri and uri.startswith(prefix) and not uri.startswith(prefix + "/") and not uri.startswith(prefix + "~"):
-        return prefix + str(Path.cwd() / uri.removeprefix(prefix))
+    if uri and uri.startswith(SQLITE) and not uri.startswith((SQLITE + "/", SQLITE + "~")):
+        return SQLITE + str(Path.cwd() / uri.removeprefix(SQLITE))
     return uri
 
 
@@ -117,8 +119,8 @@ def store_uri(uri: str) -> str:
     """The tracking URI to open: a relative SQLite path made absolute in the working directory
     (:func:`absolute_sqlite_uri`), its folder created (sqlite cannot)."""
     uri = absolute_sqlite_uri(uri)
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if uri.startswith(SQLITE):
+        Path(uri.removeprefix(SQLITE)).expanduser().parent.mkdir(parents=True, exist_ok=True)
     return uri
 
 

@@ -72,9 +72,8 @@ class SearchSession(ABC):
     ``opening`` moves are played first, by nobody (the game goes on from that position). Actions
     are the engine's integers; their ids on the wire are :meth:`action_id` (``str(int)`` unless the
     game's renderer submits others, e.g. a move's notation). A subclass names the position's rules:
-    :meth:`legal_actions`, :meth:`label`, :meth:`apply`, :meth:`to_play`, :meth:`over`, and the
-    protocol's :meth:`state`, :meth:`result` and :meth:`log`. ``to_play`` defaults to the
-    position's ``to_play``.
+    :meth:`legal_actions`, :meth:`label`, :meth:`apply`, :meth:`over`, and the protocol's
+    :meth:`state`, :meth:`result` and :meth:`log`; :meth:`to_play` reads the position's own.
     """
 
     game: str

@@ -61,8 +61,8 @@ class PPOModule(RolloutModule):
         self.lr_groups = dict(lr_groups or {})  # parameters with their own learning rate
         self.critic_warmup_rollouts = critic_warmup_rollouts  # first rollouts: value head only
         # what trains then: the critic's own parameters, not the trunk it may share with the actor
-        self._critic_head = frozenset(id(p) for p, _ in split_actor_critic(actor, critic)["critic_head"]
-                                      ) if critic_warmup_rollouts else frozenset()
+        head = split_actor_critic(actor, critic)["critic_head"] if critic_warmup_rollouts else []
+        self._critic_head = frozenset(id(p) for p, _ in head)
         self.anneal_lr = anneal_lr
         self.loss_module = ClipPPOLoss(
             actor,
