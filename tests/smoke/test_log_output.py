@@ -54,3 +54,21 @@ def test_the_rich_bar_only_on_a_terminal(monkeypatch):
     assert isinstance(progress_bar(leave=True), PlainProgress)
     monkeypatch.setattr("meeple.callbacks.progress.is_terminal", lambda stream=None: True)
     assert isinstance(progress_bar(leave=True), MeepleProgressBar)
+
+
+def test_a_long_epoch_gets_lines_within_it(monkeypatch, capsys):
+    # phase 1 over a corpus: ~7 min per epoch on CPU, so a line a minute, not one per epoch
+    clock = iter([0.0, 10.0, 30.0, 61.0, 100.0, 125.0, 130.0])
+    monkeypatch.setattr("meeple.callbacks.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr(PlainProgress, "total_train_batches", 2413)
+    bar = PlainProgress(min_interval_s=3600, batch_interval_s=60)
+    monkeypatch.setattr(bar, "get_metrics", lambda trainer, module: {"val_acc": 0.81234})
+    bar.on_train_start(None, None)
+    for batch_idx in range(5):
+        bar.on_train_batch_end(SimpleNamespace(current_epoch=0, max_epochs=6, global_step=batch_idx + 1),
+                               None, None, None, batch_idx)
+    bar.on_train_epoch_end(_trainer(0, max_epochs=6), None)  # 30 s after the last line: not yet
+    lines = capsys.readouterr().out.splitlines()
+    # the first batch (the run is moving), then one a minute: none at 30 s or 61 s (51 s after)
+    assert lines == ["epoch 1/6 batch 1/2413 step 1 10s val_acc=0.8123",
+                     "epoch 1/6 batch 4/2413 step 4 100s val_acc=0.8123"]

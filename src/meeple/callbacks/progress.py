@@ -3,7 +3,9 @@
 A rich bar written to a file or a pipe cannot redraw in place: every epoch leaves its final
 frame behind, wrapped to 2-4 lines at 80 columns. :func:`progress_bar` (the configs'
 ``_target_``) picks :class:`PlainProgress` there instead: one line of at most 80 characters
-per epoch, at most one every ``min_interval_s`` seconds, and always the last.
+per epoch, at most one every ``min_interval_s`` seconds, and always the last. An epoch that
+runs for minutes (behavioral cloning over a corpus) also gets a line within it every
+``batch_interval_s`` seconds, so a log never sits silent for a whole epoch.
 """
 
 from __future__ import annotations
@@ -52,11 +54,12 @@ class MeepleProgressBar(StageLabel, RichProgressBar):
 
 class PlainProgress(StageLabel, ProgressBar):
     """``epoch 3/10 step 120 12s return=21.3 eval_return=20 loss=0.213``, one line per epoch
-    (no carriage returns, no escapes), cut at 80 characters."""
+    (no carriage returns, no escapes), cut at 80 characters; within a long epoch,
+    ``epoch 1/6 batch 340/2413 step 340 95s ...``."""
 
-    def __init__(self, min_interval_s: float = 10.0) -> None:
+    def __init__(self, min_interval_s: float = 10.0, batch_interval_s: float = 60.0) -> None:
         super().__init__()
-        self.min_interval_s = min_interval_s
+        self.min_interval_s, self.batch_interval_s = min_interval_s, batch_interval_s
         self._enabled = True
         self._start = self._last = 0.0
 
@@ -82,10 +85,21 @@ class PlainProgress(StageLabel, ProgressBar):
         self._last = now
         self.print(self.line(trainer, pl_module, now - self._start))
 
-    def line(self, trainer, pl_module, elapsed_s: float) -> str:
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.monotonic()
+        if not self._enabled or now - self._last < self.batch_interval_s:
+            return
+        self._last = now
+        batches = self.total_train_batches
+        known = isinstance(batches, int) or (isinstance(batches, float) and batches != float("inf"))
+        where = f"batch {batch_idx + 1}/{int(batches)}" if known else f"batch {batch_idx + 1}"
+        self.print(self.line(trainer, pl_module, now - self._start, where=where))
+
+    def line(self, trainer, pl_module, elapsed_s: float, where: str | None = None) -> str:
         total = f"/{trainer.max_epochs}" if trainer.max_epochs not in (None, -1) else ""
         stage = [f"[{self.stage_label}]"] if self.stage_label else []
-        parts = [*stage, f"epoch {trainer.current_epoch + 1}{total}", f"step {trainer.global_step}", f"{elapsed_s:.0f}s"]
+        parts = [*stage, f"epoch {trainer.current_epoch + 1}{total}", *([where] if where else []),
+                 f"step {trainer.global_step}", f"{elapsed_s:.0f}s"]
         for key, value in self.get_metrics(trainer, pl_module).items():
             parts.append(f"{key}={_short(value)}")
         text = " ".join(parts)
@@ -102,8 +116,9 @@ def _short(value: Any) -> str:
         return str(value)
 
 
-def progress_bar(leave: bool = False, min_interval_s: float = 10.0, **rich_kwargs: Any) -> ProgressBar:
+def progress_bar(leave: bool = False, min_interval_s: float = 10.0, batch_interval_s: float = 60.0,
+                 **rich_kwargs: Any) -> ProgressBar:
     """The rich bar when stdout is a terminal, :class:`PlainProgress` when it is a file or a pipe."""
     if is_terminal():
         return MeepleProgressBar(leave=leave, **rich_kwargs)
-    return PlainProgress(min_interval_s=min_interval_s)
+    return PlainProgress(min_interval_s=min_interval_s, batch_interval_s=batch_interval_s)
