@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
+from rich.progress import Progress
 
 from meeple.callbacks.progress import LINE_WIDTH, MeepleProgressBar, PlainProgress, progress_bar
+from meeple.cli_progress import LineProgress, task_progress
 from tests.conftest import REPO
 
 
@@ -72,3 +75,21 @@ def test_a_long_epoch_gets_lines_within_it(monkeypatch, capsys):
     # the first batch (the run is moving), then one a minute: none at 30 s or 61 s (51 s after)
     assert lines == ["epoch 1/6 batch 1/2413 step 1 10s val_acc=0.8123",
                      "epoch 1/6 batch 4/2413 step 4 100s val_acc=0.8123"]
+
+
+def test_a_long_command_prints_progress_lines_in_a_log(monkeypatch):
+    # `python -m meeple_mahjong.duplicate ... > log 2>&1`: rich shows nothing there for an hour
+    clock = iter([0.0, 5.0, 20.0, 40.0, 50.0, 80.0, 81.0])
+    monkeypatch.setattr("meeple.cli_progress.time.monotonic", lambda: next(clock))
+    out = io.StringIO()
+    with LineProgress(interval_s=30, stream=out) as bar:
+        task = bar.add_task("teacher vs 3x phase1", total=1000)  # t=0
+        for done in (8, 16, 400, 408):  # t=5 (the first: printed), 20, 40 (35 s later: printed), 50
+            bar.update(task, completed=done)
+        bar.advance(task, 592)  # t=80: the last, printed however soon
+        bar.update(task, completed=1000)  # t=81: already reported
+    assert out.getvalue().splitlines() == ["teacher vs 3x phase1: 8/1000 (1%), 5s, ~10m 20s left",
+                                           "teacher vs 3x phase1: 400/1000 (40%), 40s, ~1m 00s left",
+                                           "teacher vs 3x phase1: 1000/1000 (100%), 1m 20s"]
+    monkeypatch.setattr("meeple.cli_progress.is_terminal", lambda stream=None: True)
+    assert isinstance(task_progress(), Progress)

@@ -115,7 +115,10 @@ def test_cli_writes_the_summary(tmp_path, capsys):
     s = json.loads(out.read_text())
     assert s["challenger_bot"] == "rule" and s["game_indices"] == 2
     assert s["challenger"]["games"] == 8 and s["opponents"]["games"] == 24
-    assert "challenger rule: avg rank" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "challenger rule: avg rank" in captured.out
+    # not a terminal: progress as plain lines on stderr (rich would show nothing), the last one at 100%
+    assert "rule vs 3x random: 2/2 (100%)" in captured.err and "\x1b[" not in captured.err
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
 from meeple.cli.parsing import OneLineParser
+from meeple.cli_progress import task_progress
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple_native import mahjong as _mj
@@ -339,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     chunk = a.chunk or (32 if a.sources else 8)
     played = {}
-    with Progress(*columns, transient=True) as bar:
+    with task_progress(*columns) as bar:
         for role in ("challenger", "baseline"):
             if role not in names:
                 continue

@@ -19,8 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from rich.progress import Progress
-
+from meeple.cli_progress import task_progress
 from meeple_native import mahjong as _mj
 
 from .mjai import write_log
@@ -85,7 +84,7 @@ def main(argv=None) -> int:
     ranks = [[0] * 4 for _ in range(4)]
     mismatches = []
     t0 = time.perf_counter()
-    with Progress(transient=True) as bar:
+    with task_progress() as bar:
         task = bar.add_task("self-play", total=a.games)
         for i in range(a.games):
             g.reset(a.seed, i)

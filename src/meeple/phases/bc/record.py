@@ -143,9 +143,11 @@ def _assemble(steps, finished, gamma, has_mask) -> tuple[TensorDict, torch.Tenso
 
 
 def _progress_bar(total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    bar = Progress(
+    from meeple.cli_progress import task_progress
+
+    bar = task_progress(
         TextColumn("recording demonstrations"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -153,7 +155,7 @@ def _progress_bar(total: int):
         TimeElapsedColumn(),
         transient=False,
     )
-    task = bar.add_task("record", total=total)
+    task = bar.add_task("recording demonstrations (episodes)", total=total)
     bar.start()
     return bar, task
 

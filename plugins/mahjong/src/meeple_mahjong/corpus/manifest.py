@@ -418,13 +418,13 @@ def games_by_file(manifest_path: str | Path) -> dict[str, list[GameEntry]]:
 
 @contextlib.contextmanager
 def progress_bar(enabled: bool, label: str, total: int):
-    """``with progress_bar(...) as advance``: a rich bar advanced by ``advance(n=1)`` (nothing
-    shown when ``enabled`` is False)."""
+    """``with progress_bar(...) as advance``: a rich bar (plain lines in a log file) advanced by
+    ``advance(n=1)``; nothing shown when ``enabled`` is False."""
     if not enabled:
         yield lambda n=1: None
         return
-    from rich.progress import Progress
+    from meeple.cli_progress import task_progress
 
-    with Progress(transient=True) as p:
+    with task_progress() as p:
         task = p.add_task(label, total=total)
         yield lambda n=1: p.advance(task, n)
