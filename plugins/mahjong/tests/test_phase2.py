@@ -59,6 +59,8 @@ def test_rl_teacher_recipe_trains_the_new_weights_at_their_own_rate(pipeline_run
     assert any(".addend." in k for k in state)  # the tile head
     latest = load_verified(run / "phase1" / "checkpoints" / "latest.pt")
     assert latest["config"]["model"]["oracle_safety"] is False and latest["config"]["model"]["tile_head"]
-    body, new = latest["optimizer_state_dict"]["param_groups"]  # rates before annealing
-    assert body["initial_lr"] == pytest.approx(1e-4) and new["initial_lr"] == pytest.approx(1e-3)
+    phase = latest["config"]["phase"]  # a constant rate and a held KL anchor
+    assert phase["anneal_lr"] is False and phase["reference_kl"] == {"coef": 0.2, "anneal_fraction": None}
+    body, new = latest["optimizer_state_dict"]["param_groups"]  # constant rates
+    assert body["lr"] == pytest.approx(1e-4) and new["lr"] == pytest.approx(1e-3)
     assert len(new["params"]) == 3  # the oracle stem's weight, the tile head's weight and bias
