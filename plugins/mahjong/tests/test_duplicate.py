@@ -115,6 +115,9 @@ def test_cli_writes_the_summary(tmp_path, capsys):
     s = json.loads(out.read_text())
     assert s["challenger_bot"] == "rule" and s["game_indices"] == 2
     assert s["challenger"]["games"] == 8 and s["opponents"]["games"] == 24
+    ranks = s["challenger"]["per_index_rank"]  # the paired test's samples, by game index
+    assert sorted(ranks) == ["0", "1"] and all(1 <= r <= 4 for r in ranks.values())
+    assert sum(ranks.values()) / 2 == pytest.approx(s["challenger"]["avg_rank"])
     captured = capsys.readouterr()
     assert "challenger rule: avg rank" in captured.out
     # not a terminal: progress as plain lines on stderr (rich would show nothing), the last one at 100%

@@ -311,6 +311,10 @@ def test_a_checkpoint_against_copies_of_itself_with_a_paired_bot_baseline(run_di
     # The rule bot played the same walls against the same three networks, index by index.
     assert s["paired"]["n"] == 3
     assert s["paired"]["mean_diff"] == pytest.approx(2.5 - s["baseline"]["avg_rank"])
+    # both sides' per-index samples are kept: the paired difference is theirs
+    ch, base = s["challenger"]["per_index_rank"], s["baseline"]["per_index_rank"]
+    assert sorted(ch) == sorted(base) == ["0", "1", "2"] and set(ch.values()) == {2.5}
+    assert sum(ch[g] - base[g] for g in ch) / 3 == pytest.approx(s["paired"]["mean_diff"])
     assert "paired over 3 game indices" in capsys.readouterr().out
 
 

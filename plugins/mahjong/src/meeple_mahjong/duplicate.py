@@ -139,6 +139,8 @@ class DuplicateStats:
         ch = self.challenger.summary()
         ch["avg_rank_ci95"] = None if math.isnan(half) else [mean - half, mean + half]
         ch["vs_even"] = even_test(per_index)
+        # The test's samples by game index: two evaluations on the same walls can pair later.
+        ch["per_index_rank"] = {str(g): r for g, r in self.per_index().items()}
         return {
             "game_indices": len(self._rank_by_index),
             "challenger": ch,
