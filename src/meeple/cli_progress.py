@@ -60,7 +60,7 @@ class LineProgress:
     def add_task(self, description: str, total: float | None = None, completed: float = 0, **_: Any) -> int:
         now = time.monotonic()
         self._tasks.append({"description": description, "total": total, "completed": completed,
-                            "start": now, "last": float("-inf")})
+                            "start": now, "last": float("-inf"), "reported_done": False})
         return len(self._tasks) - 1
 
     def advance(self, task_id: int, advance: float = 1) -> None:
@@ -79,7 +79,7 @@ class LineProgress:
             task["completed"] += advance
         now = time.monotonic()
         finished = task["total"] is not None and task["completed"] >= task["total"]
-        if finished and task.get("reported_done"):
+        if finished and task["reported_done"]:
             return
         if now - task["last"] < self.interval_s and not finished:
             return

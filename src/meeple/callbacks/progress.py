@@ -90,9 +90,8 @@ class PlainProgress(StageLabel, ProgressBar):
         if not self._enabled or now - self._last < self.batch_interval_s:
             return
         self._last = now
-        batches = self.total_train_batches
-        known = isinstance(batches, int) or (isinstance(batches, float) and batches != float("inf"))
-        where = f"batch {batch_idx + 1}/{int(batches)}" if known else f"batch {batch_idx + 1}"
+        batches = self.total_train_batches  # an int, or inf for an iterable of unknown length
+        where = f"batch {batch_idx + 1}" + (f"/{int(batches)}" if batches != float("inf") else "")
         self.print(self.line(trainer, pl_module, now - self._start, where=where))
 
     def line(self, trainer, pl_module, elapsed_s: float, where: str | None = None) -> str:

@@ -134,13 +134,14 @@ class DuplicateStats:
         return {g: sum(v) / len(v) for g, v in sorted(self._rank_by_index.items())}
 
     def summary(self) -> dict[str, Any]:
-        per_index = list(self.per_index().values())
+        by_index = self.per_index()
+        per_index = list(by_index.values())
         mean, half = mean_ci95(per_index)
         ch = self.challenger.summary()
         ch["avg_rank_ci95"] = None if math.isnan(half) else [mean - half, mean + half]
         ch["vs_even"] = even_test(per_index)
         # The test's samples by game index: two evaluations on the same walls can pair later.
-        ch["per_index_rank"] = {str(g): r for g, r in self.per_index().items()}
+        ch["per_index_rank"] = {str(g): r for g, r in by_index.items()}
         return {
             "game_indices": len(self._rank_by_index),
             "challenger": ch,
