@@ -108,3 +108,18 @@ def test_bad_input_is_rejected() -> None:
         chess_native.Board("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR x KQkq - 0 1")
     with pytest.raises(ValueError, match="not to move is in check"):
         chess_native.Board("4k3/8/8/8/8/8/8/4RK2 w - - 0 1")
+
+
+def test_fen_fields_are_split_on_any_whitespace_and_counters_must_be_integers() -> None:
+    """set_fen tokenises without iostreams (a GCC 13 build crashed in ``istream >> int``)."""
+    placement = START.split()[0]
+    assert chess_native.Board(f"  {placement}\tw  KQkq -\n7 12 ").fen() == f"{placement} w KQkq - 7 12"
+    assert chess_native.Board(f"{placement} w").fen() == f"{placement} w - - 0 1"
+    with pytest.raises(ValueError, match="half-move clock must be an integer, got '5x'"):
+        chess_native.Board(f"{placement} w KQkq - 5x 1")
+    with pytest.raises(ValueError, match="full-move number must be an integer, got '99999999999'"):
+        chess_native.Board(f"{placement} w KQkq - 0 99999999999")
+    with pytest.raises(ValueError, match="unexpected trailing field 'extra'"):
+        chess_native.Board(f"{placement} w KQkq - 0 1 extra")
+    with pytest.raises(ValueError, match="at least piece placement"):
+        chess_native.Board(placement)

@@ -2,9 +2,10 @@
 #include "chess/position.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -280,17 +281,43 @@ bool Position::insufficient_material() const {
   return !(bishops & kDarkSquares) || !(bishops & ~kDarkSquares);
 }
 
-void Position::set_fen(const std::string& fen) {
-  std::istringstream in(fen);
-  std::string placement, side, castle = "-", ep = "-";
-  int half = 0, full = 1;
-  if (!(in >> placement >> side)) bad_fen(fen, "expected at least piece placement and side to move");
-  in >> castle >> ep;
-  if (in >> half) {
-    if (!(in >> full)) full = 1;
+namespace {
+
+// FEN fields split on whitespace. No iostreams: `istream >> int` goes through the locale's
+// num_get facet, which crashed (SIGSEGV in set_fen) when the module was built by GCC 13 and
+// loaded into a process whose libstdc++ facets did not match (docs/gpu.md, 2026-11-28).
+std::vector<std::string> fen_fields(const std::string& fen) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < fen.size()) {
+    while (i < fen.size() && std::isspace(static_cast<unsigned char>(fen[i]))) ++i;
+    const std::size_t start = i;
+    while (i < fen.size() && !std::isspace(static_cast<unsigned char>(fen[i]))) ++i;
+    if (i > start) out.emplace_back(fen, start, i - start);
   }
-  std::string extra;
-  if (in.clear(), in >> extra) bad_fen(fen, "unexpected trailing field '" + extra + "'");
+  return out;
+}
+
+int fen_counter(const std::string& fen, const std::string& field, const char* what) {
+  int value = 0;
+  const char* end = field.data() + field.size();
+  const auto [at, ec] = std::from_chars(field.data(), end, value);
+  if (ec != std::errc() || at != end) bad_fen(fen, std::string(what) + " must be an integer, got '" + field + "'");
+  return value;
+}
+
+}  // namespace
+
+void Position::set_fen(const std::string& fen) {
+  const std::vector<std::string> fields = fen_fields(fen);
+  if (fields.size() < 2) bad_fen(fen, "expected at least piece placement and side to move");
+  if (fields.size() > 6) bad_fen(fen, "unexpected trailing field '" + fields[6] + "'");
+  const std::string& placement = fields[0];
+  const std::string& side = fields[1];
+  const std::string castle = fields.size() > 2 ? fields[2] : "-";
+  const std::string ep = fields.size() > 3 ? fields[3] : "-";
+  const int half = fields.size() > 4 ? fen_counter(fen, fields[4], "half-move clock") : 0;
+  int full = fields.size() > 5 ? fen_counter(fen, fields[5], "full-move number") : 1;
   if (half < 0) bad_fen(fen, "negative half-move clock");
   if (full < 1) full = 1;
 
