@@ -47,7 +47,7 @@ step bench_pixels "${T_PIXELS:-120}" python -m meeple.bench pixels --device cuda
 # The league from the profile's starting point needs phase 2's student at the profile's scale;
 # on a bare machine it starts from scratch (no earlier stage, no gate, no KL to a start policy).
 # Two rollouts of 512 tables x 64 steps, a promotion per rollout, a short duplicate at the end.
-step phase3 "${T_PHASE3:-240}" python train.py +experiment=phase3 "hardware=$PROFILE" tracking=none \
+step phase3 "${T_PHASE3:-300}" python train.py +experiment=phase3 "hardware=$PROFILE" tracking=none \
     'pipeline.order=[league]' pipeline.start=league \
     '~pipeline.stages.phase1' '~pipeline.stages.teacher' '~pipeline.stages.student' \
     'transition@pipeline.stages.league.transition=none' pipeline.stages.league.phase.reference_kl.coef=0 \
