@@ -8,7 +8,10 @@ policy forward serves every pending decision of every table. A slot whose seat n
 act has a mask allowing only ``pass`` (a no-op whose probability under the masked policy
 is one, so it carries no gradient). Rewards: the seat's score change times
 ``score_scale``, plus ``rank_reward[rank]`` when the game ends; the table's slots are done
-together and restart on reset. docs/mahjong_env.md has the keys and the options.
+together and restart on reset. With ``hand_reward`` (a global reward predictor,
+`meeple_mahjong.grp`) the score term is replaced by per-hand rewards: the change of the
+seat's expected rank reward from one hand start to the next (`_HandRewards`). docs/mahjong_env.md
+has the keys and the options.
 
 Opponent seats may also be frozen networks (``opponents`` naming a key of
 ``opponent_policies`` or ``opponent_checkpoints``): the simulator then drives them from
@@ -34,6 +37,7 @@ from torchrl.envs import EnvBase
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
 
+from .grp import HandPotential, hand_features
 from .opponents import NetworkSeats, network_names
 from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, action_spec, observation_spec
 from .tables import BOTS
@@ -115,6 +119,7 @@ class MahjongEnv(EnvBase):
         score_scale: float = 1e-4,
         rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
         oracle: bool = False,
+        hand_reward: str | None = None,
         opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
         opponent_checkpoints: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
@@ -150,12 +155,13 @@ class MahjongEnv(EnvBase):
         bots = [players[s] if players.get(s) in BOTS else "random" for s in range(4)]  # others ignored
         self._build(learner_seats + list(net_players), torch.arange(L).expand(tables, -1), bots, nets,
                     rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
-                    oracle=oracle, device=device)  # fmt: skip
+                    oracle=oracle, hand_reward=hand_reward, device=device)  # fmt: skip
         self.learner_seats = learner_seats
 
     def _build(self, columns: list[int], learner_cols: torch.Tensor, bots: list[str],
                nets: NetworkSeats | None, *, rules: dict[str, Any], threads: int, score_scale: float,
-               rank_reward: Sequence[float], oracle: bool, device: str | torch.device) -> None:  # fmt: skip
+               rank_reward: Sequence[float], oracle: bool, hand_reward: str | None,
+               device: str | torch.device) -> None:  # fmt: skip
         """The simulator (Python-driven ``columns``, seats in column order; ``bots`` per seat)
         and the specs. ``learner_cols[table, i]`` is the simulator column of slot ``table * L + i``
         (a league rewrites it per game); the env's rows are those columns' rows."""
@@ -172,8 +178,11 @@ class MahjongEnv(EnvBase):
             learner_seats=list(columns),
             bots=bots,
             threads=int(threads),
-            score_scale=float(score_scale),
+            score_scale=0.0 if hand_reward else float(score_scale),  # per-hand rewards replace it
             rank_reward=[float(r) for r in rank_reward],
+        )
+        self._hand_rewards = (
+            _HandRewards(HandPotential.load(hand_reward, rank_reward), tables) if hand_reward else None
         )
         try:
             self._rules = _mj.Game(**rules)
@@ -202,6 +211,8 @@ class MahjongEnv(EnvBase):
             slots = tensordict["_reset"].reshape(self.num_tables, -1)
             tables = slots.any(-1).to(torch.uint8).cpu().numpy()
         self._start_games(tables)
+        if self._hand_rewards is not None:
+            self._hand_rewards.forget(tables)
         td = self._run(lambda out: self.sim.reset(tables, **out))
         del td["reward"]  # TorchRL: no reward at reset (nor for network-only steps before it)
         return td
@@ -270,6 +281,9 @@ class MahjongEnv(EnvBase):
             # The learner's columns (a copy; the networks' rows stay behind in self._last).
             buf = {k: self._learner_rows(v) for k, v in buf.items()}
             buf["reward"], buf["done"] = reward, done
+        if self._hand_rewards is not None:
+            seats = self._col_seat[self._learner_cols]  # [tables, L]
+            buf["reward"] = buf["reward"] + self._hand_rewards.step(self.sim, seats, buf["done"].view(torch.bool))
         done_b = buf["done"].view(torch.bool).unsqueeze(-1)
         td = {
             "observation": buf["obs"],
@@ -319,3 +333,51 @@ class MahjongEnv(EnvBase):
     def forwards(self) -> dict[str, int]:
         """Calls of each opponent network: at most one per simulator step (`sim_steps`)."""
         return dict(self.nets.forwards) if self.nets else {}
+
+
+class _HandRewards:
+    """Potential-based per-hand rewards: each learner slot gets Phi(now) - Phi(before) added,
+    where Phi is the GRP's expected rank reward at the start of the slot's current hand and 0
+    once its game is over (the simulator then pays ``rank_reward[rank]``, and its score term
+    is off). Phi changes only when a table starts a new hand, so a hand's reward arrives at
+    the step that crosses its end; over a game the rewards add up to the rank reward minus
+    Phi at the game's start."""
+
+    def __init__(self, potential: HandPotential, tables: int) -> None:
+        self.potential = potential
+        self.hand = [-1] * tables  # hands_played when phi was last computed (-1: a new game)
+        self.phi: torch.Tensor | None = None  # [tables, L]
+
+    def forget(self, tables: Any) -> None:
+        """Tables about to be reset (uint8 per table, None = all) start new games."""
+        for t in range(len(self.hand)):
+            if tables is None or tables[t]:
+                self.hand[t] = -1
+
+    def step(self, sim: Any, seats: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """The shaping term per learner slot (flat, slot order) after a reset or step."""
+        T, L = seats.shape
+        if self.phi is None or self.phi.shape != seats.shape:
+            self.phi = torch.zeros(T, L)
+        new = self.phi.clone()
+        rows, where = [], []
+        done = done.view(T, L).any(1)
+        for t in range(T):
+            if done[t]:
+                new[t] = 0.0
+                self.hand[t] = -1
+                continue
+            g = sim.game(t)
+            if g.hands_played == self.hand[t]:
+                continue
+            self.hand[t] = g.hands_played
+            scores = g.scores
+            for i in range(L):
+                rows.append(hand_features(g.kyoku, g.honba, g.riichi_sticks, scores, int(seats[t, i])))
+                where.append((t, i))
+        if rows:
+            phi = self.potential(torch.tensor(rows, dtype=torch.float32))
+            for (t, i), v in zip(where, phi.tolist()):
+                new[t, i] = v
+        delta, self.phi = new - self.phi, new
+        return delta.reshape(-1)

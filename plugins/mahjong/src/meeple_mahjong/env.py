@@ -23,6 +23,7 @@ ENV_OPTIONS = (
     "threads",
     "score_scale",
     "rank_reward",
+    "hand_reward",
     "oracle",
     "opponent_checkpoints",
     "league",

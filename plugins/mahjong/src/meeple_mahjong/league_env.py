@@ -48,6 +48,7 @@ class LeagueEnv(MahjongEnv):
         score_scale: float = 1e-4,
         rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
         oracle: bool = False,
+        hand_reward: str | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         if len(learner_seats) != 1:
@@ -62,7 +63,7 @@ class LeagueEnv(MahjongEnv):
         nets = NetworkSeats({}, torch.full((num_envs, 4), -1))
         self._build([0, 1, 2, 3], torch.zeros(num_envs, 1, dtype=torch.int64), ["random"] * 4, nets,
                     rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
-                    oracle=oracle, device=device)  # fmt: skip
+                    oracle=oracle, hand_reward=hand_reward, device=device)  # fmt: skip
         self._seat_fn: SeatFn | None = None
         self._games = [0] * num_envs  # games started per table since the last set_seed
         self._players: list[list[str]] = [[LEARNER] * 4 for _ in range(num_envs)]
