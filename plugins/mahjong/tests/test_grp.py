@@ -43,6 +43,9 @@ def test_features_read_the_round_and_rotate_scores_to_the_seat() -> None:
         {"type": "end_game", "scores": [1, 2, 3, 4]},
     ])  # fmt: skip
     assert rows == [(5, 1, 0, [25000] * 4)] and final == [1, 2, 3, 4]
+    # a hand start without four integer scores makes the game unusable, not an exception
+    assert grp._game_rows([{"type": "start_kyoku", "scores": [1, 2]}])[1] is None
+    assert grp._game_rows([{"type": "start_kyoku", "bakaze": "X", "scores": [1] * 4}])[1] is None
 
 
 def test_self_play_rows_match_the_games(selfplay) -> None:

@@ -119,19 +119,36 @@ class _Rows:
         )
 
 
+def _scores(v: object) -> list[int] | None:
+    if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) for x in v):
+        return list(v)
+    return None
+
+
 def _game_rows(
     events: Iterable[dict],
 ) -> tuple[list[tuple[int, int, int, list[int]]], list[int] | None]:
+    """A game's hand starts and final scores; (.., None) when the game cannot be used (no
+    end_game, or a start_kyoku without four integer scores)."""
     starts, final = [], None
     for ev in events:
         kind = ev.get("type")
         if kind == "start_kyoku":
-            kyoku = 4 * _WINDS.get(ev.get("bakaze", "E"), 0) + int(ev.get("kyoku", 1)) - 1
-            starts.append(
-                (kyoku, int(ev.get("honba", 0)), int(ev.get("kyotaku", 0)), list(ev["scores"]))
-            )
-        elif kind == "end_game" and isinstance(ev.get("scores"), list) and len(ev["scores"]) == 4:
-            final = [int(s) for s in ev["scores"]]
+            scores = _scores(ev.get("scores"))
+            try:
+                wind = _WINDS[ev.get("bakaze", "E")]
+                kyoku, honba, sticks = (
+                    int(ev.get("kyoku", 1)),
+                    int(ev.get("honba", 0)),
+                    int(ev.get("kyotaku", 0)),
+                )
+            except (KeyError, TypeError, ValueError):
+                scores = None
+            if scores is None:
+                return starts, None
+            starts.append((4 * wind + kyoku - 1, honba, sticks, scores))
+        elif kind == "end_game":
+            final = _scores(ev.get("scores"))
     return starts, final
 
 
