@@ -10,7 +10,7 @@ import torch
 from meeple.errors import ConfigError
 from meeple_mahjong import grp
 from meeple_mahjong.batch_env import MahjongEnv
-from meeple_mahjong.mjai import write_log
+from meeple_mahjong.mjai import placements, write_log
 
 RANK_REWARD = [0.9, 0.45, 0.0, -1.35]
 
@@ -28,8 +28,8 @@ def random_grp(tmp_path_factory) -> str:
 
 
 def test_placements_break_ties_by_seat() -> None:
-    assert grp.placements([25000, 30000, 25000, 20000]) == [1, 0, 2, 3]
-    assert grp.placements([25000] * 4) == [0, 1, 2, 3]
+    assert placements([25000, 30000, 25000, 20000]) == [1, 0, 2, 3]
+    assert placements([25000] * 4) == [0, 1, 2, 3]
 
 
 def test_features_read_the_round_and_rotate_scores_to_the_seat() -> None:
@@ -59,7 +59,7 @@ def test_self_play_rows_match_the_games(selfplay) -> None:
     standing = grp._standing(selfplay.x[: 200 * 4]).view(-1, 4)
     for hand, got in zip(x, standing):
         scores = [round(float(v) * 10000 + 25000) for v in hand[0, grp.ROUNDS + 2 : grp.ROUNDS + 6]]
-        assert got.tolist() == grp.placements(scores)
+        assert got.tolist() == placements(scores)
 
 
 def test_logs_and_self_play_read_the_same_games(tmp_path) -> None:

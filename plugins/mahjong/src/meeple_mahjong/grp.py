@@ -40,21 +40,12 @@ from meeple.cli_progress import task_progress
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
 
-from .mjai import read_lines, split_games
+from .mjai import placements, read_lines, split_games
 
 ROUNDS = 12  # E1-E4, S1-S4, W1-W4 (a hanchan goes into West when nobody reaches the return points)
 FEATURES = ROUNDS + 2 + 4 + 4
 _WINDS = {"E": 0, "S": 1, "W": 2, "N": 3}
 FORMAT = 1  # checkpoint layout
-
-
-def placements(scores: Sequence[int]) -> list[int]:
-    """Each seat's placement (0 = first); ties go to the lower seat, as the engine ranks."""
-    order = sorted(range(4), key=lambda s: (-scores[s], s))
-    rank = [0] * 4
-    for r, s in enumerate(order):
-        rank[s] = r
-    return rank
 
 
 def hand_features(

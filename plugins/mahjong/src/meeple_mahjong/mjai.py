@@ -55,6 +55,17 @@ _TILES: dict[str, tuple[int, bool]] = {_mj.kind_to_mjai(k, False): (k, False) fo
 _TILES.update({f"5{s}r": (k, True) for s, k in (("m", 4), ("p", 13), ("s", 22))})
 
 
+def placements(scores: Iterable[int]) -> list[int]:
+    """Each seat's final placement (0 = first) from the four scores; ties go to the lower seat
+    (the seat nearer the first dealer), as the engine ranks."""
+    scores = list(scores)
+    order = sorted(range(4), key=lambda s: (-scores[s], s))
+    rank = [0] * 4
+    for r, s in enumerate(order):
+        rank[s] = r
+    return rank
+
+
 def write_log(path: str | Path, events: Iterable[str], compress: bool | None = None) -> Path:
     """Write JSON event lines; gzip when `compress` or when the name ends in .gz."""
     path = Path(path)

@@ -25,7 +25,7 @@ from meeple.viewer.play_session import IllegalMove
 from meeple.viewer.replay import Choice, Decision, Step
 from meeple_native import mahjong as _mj
 
-from .mjai import CHI, DAIMINKAN
+from .mjai import CHI, DAIMINKAN, placements
 from .replay import index_label
 from .tables import check_bot
 from .viewer.table import Table
@@ -139,8 +139,7 @@ class MahjongSession:
         if not self.finished:
             return {}
         scores = [int(x) for x in self.engine.scores]
-        order = sorted(range(4), key=lambda s: (-scores[s], s))  # ties to the lower seat, as play_bots
-        ranks = [order.index(s) + 1 for s in range(4)]
+        ranks = [r + 1 for r in placements(scores)]
         you = self.human_seat
         return {"scores": scores, "ranks": ranks, "hands": int(self.engine.hands_played),
                 "text": f"you placed {ranks[you]} of 4 with {scores[you]} points"}

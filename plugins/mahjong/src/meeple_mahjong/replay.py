@@ -44,6 +44,7 @@ from .mjai import (
     TSUMO,
     LogGame,
     Replayer,
+    placements,
     split_games,
 )  # fmt: skip
 from .viewer.table import Table, tile_key
@@ -308,8 +309,7 @@ def review_game(game: LogGame, heads: Scorer | None, seats: Sequence[int], *, ru
     pov = seats[0] if len(seats) == 1 else None
     steps = build_steps(events, decisions, names, top=top, pov=pov)
     scores = list(rep.g.scores)
-    order = sorted(range(4), key=lambda s: (-scores[s], s))
-    result = {"scores": scores, "ranks": [order.index(s) + 1 for s in range(4)]}
+    result = {"scores": scores, "ranks": [r + 1 for r in placements(scores)]}
     meta: dict[str, Any] = {"seats": list(seats), "hands": rep.hands}
     summary: dict[str, Any] = {}
     if heads is not None:

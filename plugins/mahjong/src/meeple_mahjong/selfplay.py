@@ -22,7 +22,7 @@ from pathlib import Path
 from meeple.cli_progress import task_progress
 from meeple_native import mahjong as _mj
 
-from .mjai import write_log
+from .mjai import placements, write_log
 
 
 def _args(argv):
@@ -104,8 +104,7 @@ def main(argv=None) -> int:
                         mismatches.append(
                             {"game": i, "win": w, "peer": peer, "peer_deltas": deltas}
                         )
-            order = sorted(range(4), key=lambda s: (-g.scores[s], s))
-            for rank, seat in enumerate(order):
+            for seat, rank in enumerate(placements(g.scores)):
                 ranks[seat][rank] += 1
             name = f"game_{i:05d}.mjson" + (".gz" if a.gzip else "")
             events = g.events()

@@ -38,6 +38,7 @@ from ..mjai import (
     Replayer,
     ReplayError,
     explain,
+    placements,
     read_lines,
     read_problem,
     split_games,
@@ -208,14 +209,6 @@ class _SampleReplayer(Replayer):
         self.hand_events = self.next_event
 
 
-def _ranks(scores: list[int]) -> list[int]:
-    order = sorted(range(4), key=lambda s: (-scores[s], s))
-    rank = [0] * 4
-    for r, s in enumerate(order):
-        rank[s] = r
-    return rank
-
-
 def _seat_stats(events, names, hands, ranks, scores) -> list[dict]:
     stats = [
         {"name": names[s], "rank": ranks[s], "score": scores[s], "hands": hands,
@@ -273,7 +266,7 @@ def _game_samples(
     if hands == 0:
         return
     names = game.names
-    ranks = _ranks(scores)
+    ranks = placements(scores)
     seat = buf.seat[:kept].copy()
     tenpai, danger = _opponent_targets(rep.hands_waits, buf.waits[:kept], buf.obs[:kept])
     samples = {
