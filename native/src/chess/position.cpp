@@ -283,9 +283,9 @@ bool Position::insufficient_material() const {
 
 namespace {
 
-// FEN fields split on whitespace. No iostreams: `istream >> int` goes through the locale's
-// num_get facet, which crashed (SIGSEGV in set_fen) when the module was built by GCC 13 and
-// loaded into a process whose libstdc++ facets did not match (docs/gpu.md, 2026-11-28).
+// FEN fields split on whitespace. No iostreams: a module built by GCC 13 on the H200 image
+// crashed (SIGSEGV) inside `istream >> int` here, in the locale's num_get facet; the cause was
+// not found (docs/gpu.md, 2026-11-28, second session).
 std::vector<std::string> fen_fields(const std::string& fen) {
   std::vector<std::string> out;
   std::size_t i = 0;

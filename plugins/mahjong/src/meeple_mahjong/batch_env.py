@@ -182,7 +182,7 @@ class MahjongEnv(EnvBase):
             rank_reward=[float(r) for r in rank_reward],
         )
         self._hand_rewards = (
-            _HandRewards(HandPotential.load(hand_reward, rank_reward), tables) if hand_reward else None
+            _HandRewards(HandPotential.load(hand_reward, rank_reward), tables, L) if hand_reward else None
         )
         try:
             self._rules = _mj.Game(**rules)
@@ -343,10 +343,10 @@ class _HandRewards:
     the step that crosses its end; over a game the rewards add up to the rank reward minus
     Phi at the game's start."""
 
-    def __init__(self, potential: HandPotential, tables: int) -> None:
+    def __init__(self, potential: HandPotential, tables: int, slots_per_table: int) -> None:
         self.potential = potential
         self.hand = [-1] * tables  # hands_played when phi was last computed (-1: a new game)
-        self.phi: torch.Tensor | None = None  # [tables, L]
+        self.phi = torch.zeros(tables, slots_per_table)  # Phi of each slot's current hand start
 
     def forget(self, tables: Any) -> None:
         """Tables about to be reset (uint8 per table, None = all) start new games."""
@@ -357,8 +357,6 @@ class _HandRewards:
     def step(self, sim: Any, seats: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """The shaping term per learner slot (flat, slot order) after a reset or step."""
         T, L = seats.shape
-        if self.phi is None or self.phi.shape != seats.shape:
-            self.phi = torch.zeros(T, L)
         new = self.phi.clone()
         rows, where = [], []
         done = done.view(T, L).any(1)
