@@ -108,6 +108,36 @@ def test_a_checkpoint_with_one_wide_stem_loads_as_the_same_function():
     assert torch.allclose(other.get_dist_params(td.clone())["logits"], actor.get_dist_params(td.clone())["logits"])
 
 
+def test_oracle_critic_reads_the_oracle_planes_and_the_actor_does_not():
+    """model.oracle_critic: the critic starts as the plain critic (its oracle output layer is zero),
+    learns from the oracle planes through its own trunk, and the actor never reads them."""
+    spec = OBS.clone()
+    spec["oracle"] = Unbounded((205, 34))
+    actor, critic = build_mahjong_actor_critic(spec, ACTIONS, **TINY, detach_critic=True, oracle_critic=1)
+    assert "oracle" not in actor.in_keys and set(critic.in_keys) == {"observation", "oracle"}
+    _, plain = build_mahjong_actor_critic(OBS, ACTIONS, **TINY, detach_critic=True)
+    plain.load_state_dict(critic.state_dict(), strict=False)  # the plain critic's keys are a subset
+    td = spec.rand((3,))
+    value = critic(td.clone())["state_value"]
+    assert torch.allclose(value, plain(td.clone())["state_value"])
+    # the value loss reaches the oracle trunk through the output layer once that layer is not zero
+    (out,) = [m for n, m in critic.named_modules() if n.endswith("addend.out")]
+    torch.nn.init.normal_(out.weight)
+    critic(td.clone())["state_value"].sum().backward()
+    oracle_stem = [p for n, p in critic.named_parameters() if n.endswith("addend.trunk.oracle_stem.weight")]
+    assert len(oracle_stem) == 1 and oracle_stem[0].grad.abs().sum() > 0
+    logits = actor.get_dist_params(td.clone())["logits"]
+    td["oracle"] = td["oracle"] + 1.0
+    assert torch.equal(actor.get_dist_params(td.clone())["logits"], logits)
+    assert not torch.allclose(critic(td.clone())["state_value"], critic(td.clone().update({"oracle": td["oracle"] - 1.0}))["state_value"])
+
+
+def test_oracle_critic_without_oracle_planes_names_the_setting():
+    with pytest.raises(ConfigError, match="model.oracle_critic=2 but the env has no 'oracle' observation; "
+                                          "accepted: env.oracle=true, or model.oracle_critic=0"):
+        build_mahjong_actor_critic(OBS, ACTIONS, **TINY, oracle_critic=2)
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -64,20 +64,21 @@ def test_dealing_discards_are_exactly_the_ones_an_opponent_may_ron_on_or_lack_a_
     assert ronnable_marked >= marked / 2, (ronnable_marked, marked)
 
 
-def _networks(safety: bool = False):
+def _networks(safety: bool = False, oracle_planes: int = mj.ORACLE_PLANES):
     env = MahjongEnv(1, oracle=True)
     torch.manual_seed(0)
     networks = build_mahjong_actor_critic(env.observation_spec, env.action_spec, **TINY,
-                                          oracle_planes=mj.ORACLE_PLANES, oracle_safety=safety)  # fmt: skip
+                                          oracle_planes=oracle_planes, oracle_safety=safety)  # fmt: skip
     env.close()
-    # The oracle convolution starts at zero; with this file's all-zero public planes the stem's
-    # ReLU would then pass no gradient at all, so start it as a teacher that reads them a little.
-    torch.nn.init.normal_(networks[0].module[0].module.oracle_stem.weight, std=0.05)
+    if oracle_planes:
+        # The oracle convolution starts at zero; with this file's all-zero public planes the stem's
+        # ReLU would then pass no gradient at all, so start it as a teacher that reads them a little.
+        torch.nn.init.normal_(networks[0].module[0].module.oracle_stem.weight, std=0.05)
     return networks
 
 
-def _module(coef: float):
-    actor, critic = _networks()
+def _module(coef: float, oracle_planes: int = mj.ORACLE_PLANES):
+    actor, critic = _networks(oracle_planes=oracle_planes)
     return OracleTeacherModule(actor, critic, optimizer=torch.optim.Adam, anneal_lr=False,
                                max_grad_norm=None, gamma=1.0, gae_lambda=0.95, clip_epsilon=0.1,
                                entropy_coef=0.0, critic_coef=0.5, normalize_advantage=False,
@@ -95,25 +96,42 @@ def _batch(n: int = 64) -> TensorDict:
                        "action": torch.zeros(n, dtype=torch.int64)}, [n])  # fmt: skip
 
 
-def test_the_safety_term_moves_the_mass_off_dealing_discards():
-    module = _module(1.0)
-    batch = _batch()
+def _train_on_the_term(module, batch, steps: int = 60) -> list[dict[str, float]]:
+    """``steps`` Adam steps on the safety term alone; each step's metrics."""
     opt = torch.optim.Adam(module.actor.parameters(), lr=1e-2)
-    masses = []
-    for _ in range(60):
+    history = []
+    for _ in range(steps):
         metrics = {}
         loss = module.extra_terms(batch, TensorDict(), lambda: module.actor.get_dist(batch), metrics)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        masses.append(float(metrics["oracle/dealing_mass"]))
-        # only the rows where opponent 1 is not furiten offer a choice, and the rollout's action
-        # (kind 0) dealt in in all of them
-        assert float(metrics["oracle/choice_fraction"]) == 0.5
-        assert float(metrics["oracle/dealing_rate"]) == 1.0
+        history.append({k: float(v) for k, v in metrics.items()})
+    return history
+
+
+def test_the_safety_term_moves_the_mass_off_dealing_discards():
+    module = _module(1.0)
+    history = _train_on_the_term(module, _batch())
+    masses = [m["oracle/dealing_mass"] for m in history]
+    # only the rows where opponent 1 is not furiten offer a choice, and the rollout's action
+    # (kind 0) dealt in in all of them
+    assert all(m["oracle/choice_fraction"] == 0.5 and m["oracle/dealing_rate"] == 1.0 for m in history)
     assert masses[0] == pytest.approx(1 / 3, abs=0.05) and masses[-1] < 0.05, masses
     # the oracle stem's weights are what moved it: the public planes are all zero here
     assert module.oracle_stem().grad.abs().sum() > 0
+
+
+def test_a_public_policy_is_measured_and_taught_by_the_oracle_labels():
+    """model.oracle_planes=0: the actor reads public planes only; the term still moves its mass
+    off the kind that deals in (here always kind 0), through the public stem."""
+    module = _module(1.0, oracle_planes=0)
+    assert module.oracle_stem() is None and "oracle_stem" not in module.diagnostic_groups()
+    assert "oracle" not in module.actor.in_keys
+    batch = _batch()
+    batch["observation"] = torch.rand(batch["observation"].shape, generator=torch.Generator().manual_seed(1))
+    masses = [m["oracle/dealing_mass"] for m in _train_on_the_term(module, batch)]
+    assert masses[0] == pytest.approx(1 / 3, abs=0.05) and masses[-1] < 0.05, masses
 
 
 def test_without_the_coefficient_it_only_measures():

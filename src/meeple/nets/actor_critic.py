@@ -123,19 +123,28 @@ def without_logits_transforms(actor: nn.Module) -> int:
     return len(layers)
 
 
-class DetachedLinear(nn.Linear):
-    """A linear layer that trains on its input without sending gradient back into it (the same
-    state dict as the plain layer)."""
+class ValueLinear(nn.Linear):
+    """The value layer: ``linear(hidden)``, plus ``addend(*extra)`` when given (a critic that also
+    reads inputs the actor does not, e.g. privileged planes a trained policy never sees). With
+    ``detach`` the layer trains on ``hidden`` without sending gradient back into the trunk. The
+    linear part's state dict is the plain layer's, so a plain value head's checkpoint loads into
+    it; an addend adds its own keys under ``addend.``."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x.detach())
+    def __init__(self, width: int, *, detach: bool = False, addend: nn.Module | None = None) -> None:
+        super().__init__(width, 1)
+        self.detach = detach
+        self.addend = addend
+
+    def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x.detach() if self.detach else x)
+        return out + self.addend(*extra) if self.addend is not None else out
 
 
 def shared_heads(
     trunk: TensorDictModule, width: int, observation_spec: Composite, action_spec: TensorSpec,
     logits_transform: nn.Module | None = None, transform_keys: Sequence[str] = (),
     logits_addend: nn.Module | None = None, addend_keys: Sequence[str] = (),
-    detach_critic: bool = False,
+    detach_critic: bool = False, value_addend: nn.Module | None = None, value_keys: Sequence[str] = (),
 ) -> tuple[ProbabilisticActor, TensorDictModule]:
     """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator).
 
@@ -144,17 +153,18 @@ def shared_heads(
     values)`` runs after that, before the distribution: a game's fixed rule over the logits
     (e.g. a mask that privileged planes decide), seen by every consumer of the actor (rollouts, losses,
     policy fns, a distillation teacher). ``detach_critic``: the value head learns on the trunk's
-    features but its loss does not move the trunk (only the policy's terms do)."""
+    features but its loss does not move the trunk (only the policy's terms do).
+    ``value_addend(*value_keys' values)`` is added to the value (:class:`ValueLinear`): the critic
+    reads those keys, the actor does not."""
     linear = orthogonal_linear(width, num_actions(action_spec), 0.01)
     if logits_transform is not None or logits_addend is not None:
         linear = TransformedLinear(linear, logits_transform, logits_addend, len(addend_keys))
     policy_head = TensorDictModule(linear, ["hidden", *addend_keys, *transform_keys], ["logits"])
-    value = orthogonal_linear(width, 1, 1.0)
-    if detach_critic:
-        detached = DetachedLinear(width, 1)
-        detached.load_state_dict(value.state_dict())
-        value = detached
-    value_head = ValueOperator(value, in_keys=["hidden"])
+    value: nn.Linear = orthogonal_linear(width, 1, 1.0)
+    if detach_critic or value_addend is not None:
+        plain, value = value, ValueLinear(width, detach=detach_critic, addend=value_addend)
+        value.load_state_dict(plain.state_dict(), strict=False)  # the addend keeps its own init
+    value_head = ValueOperator(value, in_keys=["hidden", *value_keys])
     operator = ActorValueOperator(
         trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head
     )

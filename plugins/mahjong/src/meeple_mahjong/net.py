@@ -194,6 +194,26 @@ class AuxiliaryHeads(nn.Module):
         return tuple(head(hidden) for head in self.heads)
 
 
+class OracleValue(nn.Module):
+    """``(observation, oracle) -> (..., 1)``: a value correction from the public and the oracle
+    planes together, through its own trunk (an asymmetric critic: the critic sees the hidden
+    tiles, the actor does not, so the policy a checkpoint plays still reads public planes only).
+    Its output layer starts at zero, so a critic carried from phase 1 starts as that critic;
+    its oracle convolution starts like any other (not at zero, as the teacher's carried stem
+    must), since nothing carried depends on it."""
+
+    def __init__(self, trunk: MahjongTrunk, hidden: int) -> None:
+        super().__init__()
+        self.trunk = trunk
+        nn.init.orthogonal_(trunk.oracle_stem.weight, HIDDEN_GAIN)
+        self.out = nn.Linear(hidden, 1)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, observation: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
+        return self.out(self.trunk(observation, oracle))
+
+
 def _positive(name: str, value: int, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(
@@ -216,6 +236,7 @@ def build_mahjong_actor_critic(
     oracle_safety: bool = False,
     tile_head: bool = False,
     detach_critic: bool = False,
+    oracle_critic: int = 0,
     with_aux: bool = False,
 ) -> (
     tuple[ProbabilisticActor, TensorDictModule]
@@ -228,7 +249,9 @@ def build_mahjong_actor_critic(
     ``oracle_safety`` then also blocks the discards those planes show an opponent can ron on,
     while another action is legal (:class:`meeple_mahjong.safety.OracleSafetyMask`);
     ``tile_head`` adds per-kind discard logits from the feature map (:class:`KindLogits`);
-    ``detach_critic``: the value loss trains the value head only, not the shared trunk.
+    ``detach_critic``: the value loss trains the value head only, not the shared trunk;
+    ``oracle_critic`` > 0 adds to the value an :class:`OracleValue` of that many blocks over the
+    public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not.
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
@@ -243,6 +266,7 @@ def build_mahjong_actor_critic(
         ("neck", neck, 1),
         ("hidden", hidden, 1),
         ("oracle_planes", oracle_planes, 0),
+        ("oracle_critic", oracle_critic, 0),
     ):
         _positive(name, value, minimum)
     if channels % groups:
@@ -251,13 +275,16 @@ def build_mahjong_actor_critic(
             "of channels (GroupNorm)"
         )
     in_keys = [OBS_KEY]
-    if oracle_planes:
-        if ORACLE_KEY not in observation_spec.keys():
-            raise ConfigError(
-                f"model.oracle_planes={oracle_planes} but the env has no {ORACLE_KEY!r} observation; "
-                "accepted: env.oracle=true, or model.oracle_planes=0"
-            )
+    oracle_shape = None
+    if ORACLE_KEY in observation_spec.keys():
         oracle_shape = tuple(observation_spec[ORACLE_KEY].shape[len(observation_spec.shape) :])
+    for name, value in (("oracle_planes", oracle_planes), ("oracle_critic", oracle_critic)):
+        if value and oracle_shape is None:
+            raise ConfigError(
+                f"model.{name}={value} but the env has no {ORACLE_KEY!r} observation; "
+                f"accepted: env.oracle=true, or model.{name}=0"
+            )
+    if oracle_planes:
         if oracle_shape != (oracle_planes, shape[1]):
             raise ConfigError(
                 f"model.oracle_planes={oracle_planes} but the env's oracle planes are {oracle_shape}; "
@@ -270,19 +297,9 @@ def build_mahjong_actor_critic(
             "(and env.oracle=true), or model.oracle_safety=false"
         )
     planes, width = shape
+    sizes = {"channels": channels, "groups": groups, "se_ratio": se_ratio, "neck": neck, "hidden": hidden}
     trunk = TensorDictModule(
-        MahjongTrunk(
-            planes,
-            width,
-            blocks=blocks,
-            channels=channels,
-            groups=groups,
-            se_ratio=se_ratio,
-            neck=neck,
-            hidden=hidden,
-            oracle_planes=oracle_planes,
-            tile_features=tile_head,
-        ),
+        MahjongTrunk(planes, width, blocks=blocks, oracle_planes=oracle_planes, tile_features=tile_head, **sizes),
         in_keys,
         [HIDDEN_KEY, TILE_KEY] if tile_head else [HIDDEN_KEY],
     )
@@ -292,6 +309,10 @@ def build_mahjong_actor_critic(
         OracleSafetyMask() if oracle_safety else None, (ORACLE_KEY, MASK_KEY) if oracle_safety else (),
         KindLogits(channels) if tile_head else None, (TILE_KEY,) if tile_head else (),
         detach_critic=detach_critic,
+        value_addend=OracleValue(
+            MahjongTrunk(planes, width, blocks=oracle_critic, oracle_planes=oracle_shape[0], **sizes), hidden
+        ) if oracle_critic else None,
+        value_keys=(OBS_KEY, ORACLE_KEY) if oracle_critic else (),
     )  # fmt: skip
     if not with_aux:
         return actor, critic

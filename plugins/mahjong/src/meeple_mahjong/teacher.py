@@ -32,7 +32,9 @@ from .safety import avoidable, dealing_actions, discard_kinds
 
 
 class OracleTeacherModule(PPOModule):
-    """:class:`PPOModule` for a network that reads the oracle planes, with the safety term."""
+    """:class:`PPOModule` on an env with the oracle planes (env.oracle=true), with the safety term.
+    The actor may read the planes (the teacher) or not (``model.oracle_planes=0``: a public policy
+    whose dealing mass the oracle measures, and which the term teaches from the oracle's labels)."""
 
     def __init__(self, *networks: torch.nn.Module, safety_coef: float = 0.0, **ppo) -> None:
         if not isinstance(safety_coef, int | float) or safety_coef < 0:
@@ -43,18 +45,22 @@ class OracleTeacherModule(PPOModule):
         self.safety_coef = float(safety_coef)
         self.register_buffer("action_kinds", discard_kinds(), persistent=False)
 
-    def _stem_weight(self, suffix: str) -> torch.nn.Parameter:
-        (weight,) = [p for name, p in self.actor.named_parameters() if name.endswith(suffix)]
-        return weight
+    def _stem_weight(self, suffix: str) -> torch.nn.Parameter | None:
+        weights = [p for name, p in self.actor.named_parameters() if name.endswith(suffix)]
+        return weights[0] if weights else None
 
-    def oracle_stem(self) -> torch.nn.Parameter:
-        """The oracle planes' convolution weight in the stem, (channels, oracle planes, kernel)."""
-        return self._stem_weight("oracle_stem.weight")
+    def oracle_stem(self) -> torch.nn.Parameter | None:
+        """The oracle planes' convolution weight in the actor's stem, (channels, oracle planes,
+        kernel); None for an actor that reads public planes only (model.oracle_planes=0: the
+        safety term and the diagnostics then measure a public policy against the oracle's labels)."""
+        return self._stem_weight(".oracle_stem.weight")
 
     def diagnostic_groups(self) -> dict[str, list[Member]]:
         """Also the stem's weights on the oracle planes (they start at zero) and on the public ones."""
-        return {**super().diagnostic_groups(), "oracle_stem": [(self.oracle_stem(), None)],
-                "public_stem": [(self._stem_weight("stem.0.weight"), None)]}
+        groups = {**super().diagnostic_groups(), "public_stem": [(self._stem_weight(".stem.0.weight"), None)]}
+        if (oracle := self.oracle_stem()) is not None:
+            groups["oracle_stem"] = [(oracle, None)]
+        return groups
 
     def choices(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """(legal mask, dealing actions, rows that offer a dealing and a safe action, rows whose
@@ -89,8 +95,9 @@ class OracleTeacherModule(PPOModule):
             "oracle/advantage_safe": mean(advantage, safe),
             "oracle/reward_dealing": mean(reward, took),
             "oracle/reward_safe": mean(reward, safe),
-            "oracle/stem_weight_norm": self.oracle_stem().detach().norm(),
         })
+        if (oracle := self.oracle_stem()) is not None:
+            metrics["oracle/stem_weight_norm"] = oracle.detach().norm()
         if "active" in flat.keys():
             metrics["train/active_fraction"] = flat["active"].float().mean()
         return metrics
