@@ -130,8 +130,9 @@ class ValueLinear(nn.Linear):
     linear part's state dict is the plain layer's, so a plain value head's checkpoint loads into
     it; an addend adds its own keys under ``addend.``."""
 
-    def __init__(self, width: int, *, detach: bool = False, addend: nn.Module | None = None) -> None:
-        super().__init__(width, 1)
+    def __init__(self, linear: nn.Linear, *, detach: bool = False, addend: nn.Module | None = None) -> None:
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        self.load_state_dict(linear.state_dict())  # before the addend: its keys are its own
         self.detach = detach
         self.addend = addend
 
@@ -160,10 +161,9 @@ def shared_heads(
     if logits_transform is not None or logits_addend is not None:
         linear = TransformedLinear(linear, logits_transform, logits_addend, len(addend_keys))
     policy_head = TensorDictModule(linear, ["hidden", *addend_keys, *transform_keys], ["logits"])
-    value: nn.Linear = orthogonal_linear(width, 1, 1.0)
+    value = orthogonal_linear(width, 1, 1.0)
     if detach_critic or value_addend is not None:
-        plain, value = value, ValueLinear(width, detach=detach_critic, addend=value_addend)
-        value.load_state_dict(plain.state_dict(), strict=False)  # the addend keeps its own init
+        value = ValueLinear(value, detach=detach_critic, addend=value_addend)
     value_head = ValueOperator(value, in_keys=["hidden", *value_keys])
     operator = ActorValueOperator(
         trunk, categorical_actor(policy_head, observation_spec, action_spec), value_head
