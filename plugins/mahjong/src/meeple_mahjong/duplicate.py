@@ -166,19 +166,24 @@ def even_test(per_index: Sequence[float]) -> dict[str, float] | None:
 
 
 def paired_comparison(a: DuplicateStats, b: DuplicateStats) -> dict[str, Any]:
-    """Two challengers on the same game indices against the same opponents: the paired t-test
-    (scipy's ttest_rel) of their per-index mean ranks, and the mean difference a - b with its
-    95% interval (negative: a ranks better). Only indices both played count."""
-    from scipy import stats
-
+    """Two challengers on the same game indices against the same opponents: the paired test
+    (:func:`paired_test`) of their per-index mean ranks. Only indices both played count."""
     ra, rb = a.per_index(), b.per_index()
     common = sorted(set(ra) & set(rb))
-    if len(common) < 2:
-        raise ValueError(f"a paired comparison needs >= 2 shared game indices, got {len(common)}")
-    xa, xb = [ra[g] for g in common], [rb[g] for g in common]
+    return paired_test([ra[g] for g in common], [rb[g] for g in common])
+
+
+def paired_test(xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
+    """The paired t-test (scipy's ttest_rel) of two challengers' mean ranks on the same samples
+    (game indices), and the mean difference a - b with its 95% interval (negative: a ranks
+    better)."""
+    from scipy import stats
+
+    if len(xa) < 2 or len(xa) != len(xb):
+        raise ValueError(f"a paired comparison needs >= 2 shared game indices, got {min(len(xa), len(xb))}")
     diff = [x - y for x, y in zip(xa, xb, strict=True)]
     mean, half = mean_ci95(diff)
-    out: dict[str, Any] = {"n": len(common), "mean_diff": mean,
+    out: dict[str, Any] = {"n": len(diff), "mean_diff": mean,
                            "diff_ci95": None if math.isnan(half) else [mean - half, mean + half]}
     if max(diff) == min(diff):  # identical play on every index: nothing to test
         out.update(t=None, p=1.0 if mean == 0 else 0.0)

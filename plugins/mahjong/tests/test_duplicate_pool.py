@@ -1,0 +1,59 @@
+"""Pooling paired duplicate summaries: shards of one evaluation pool to exactly that evaluation."""
+
+import json
+
+import pytest
+
+from meeple_mahjong import duplicate as dup
+from meeple_mahjong import duplicate_pool as dpool
+
+# rule-nofold against the rule bot, each against three random bots: cheap, and not level
+_PAIR = ["--challenger", "rule-nofold", "--baseline", "rule", "--opponent", "random", "--seed", "3"]
+
+
+def _run(tmp_path, name, *extra):
+    out = tmp_path / f"{name}.json"
+    assert dup.main([*_PAIR, *extra, "--out", str(out)]) == 0
+    return out
+
+
+def test_shards_pool_to_the_evaluation_they_split(tmp_path, capsys):
+    whole = json.loads(_run(tmp_path, "whole", "--games", "6").read_text())
+    a = _run(tmp_path, "a", "--games", "4")
+    b = _run(tmp_path, "b", "--games", "2", "--first-game", "4")
+    out = tmp_path / "pooled.json"
+    assert dpool.main([str(a), str(b), "--out", str(out)]) == 0
+    pooled = json.loads(out.read_text())
+    assert pooled["game_indices"] == 6 and pooled["indices_by_seed"] == {"3": 6}
+    assert pooled["paired"]["n"] == whole["paired"]["n"] == 6
+    assert pooled["paired"]["mean_diff"] == pytest.approx(whole["paired"]["mean_diff"])
+    assert pooled["paired"]["p"] == pytest.approx(whole["paired"]["p"])
+    for role in ("challenger", "baseline"):
+        for k in ("avg_rank", "win_rate", "deal_in_rate"):
+            assert pooled[role][k] == pytest.approx(whole[role][k])
+        assert pooled[role]["hands"] == whole[role]["hands"]
+    assert pooled["players"]["challenger"] == "rule-nofold" and pooled["players"]["baseline"] == "rule"
+    assert "paired over 6 game indices" in capsys.readouterr().out
+
+
+def test_what_cannot_be_pooled_is_refused_in_one_line(tmp_path, capsys):
+    a = _run(tmp_path, "a", "--games", "2")
+    b = _run(tmp_path, "b", "--games", "2", "--first-game", "1")  # index 1 in both
+    other = tmp_path / "other.json"
+    assert dup.main(["--challenger", "rule", "--baseline", "rule-nofold", "--opponent", "random",
+                     "--seed", "3", "--games", "2", "--first-game", "2", "--out", str(other)]) == 0  # fmt: skip
+    unpaired = tmp_path / "unpaired.json"
+    assert dup.main(["--challenger", "rule", "--opponent", "random", "--games", "2", "--out", str(unpaired)]) == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    capsys.readouterr()
+    cases = [
+        ([a, b], "both hold game index 1 of seed 3: the same walls would count twice"),
+        ([a, other], "its challenger is 'rule'"),
+        ([a, unpaired], "not a paired duplicate summary"),
+        ([a, broken], "not a readable JSON file"),
+    ]
+    for paths, message in cases:
+        assert dpool.main([str(p) for p in paths]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("meeple: error:") and message in err and err.count("\n") == 1
