@@ -193,6 +193,16 @@ def paired_test(xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
     return out
 
 
+def paired_line(paired: dict[str, Any]) -> str:
+    """One line for a :func:`paired_test` result."""
+    dci = paired["diff_ci95"]
+    return (
+        f"paired over {paired['n']} game indices: challenger - baseline avg rank {paired['mean_diff']:+.3f}"
+        + (f" (95% CI {dci[0]:+.3f} to {dci[1]:+.3f})" if dci else "")
+        + f", p = {paired['p']:.3g} (paired t-test)"
+    )
+
+
 def run_duplicate(
     table: Table,
     challenger: str,
@@ -383,13 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paired = paired_comparison(stats, played["baseline"])
         summary["baseline"] = {"player": a.baseline, **base}
         summary["paired"] = paired
-        dci = paired["diff_ci95"]
         print(f"baseline   {a.baseline}: {_fmt(base)}")
-        print(
-            f"paired over {paired['n']} game indices: challenger - baseline avg rank "
-            f"{paired['mean_diff']:+.3f}" + (f" (95% CI {dci[0]:+.3f} to {dci[1]:+.3f})" if dci else "")
-            + f", p = {paired['p']:.3g} (paired t-test)"
-        )
+        print(paired_line(paired))
     if a.out:
         write_json_atomic(a.out, summary)
         print(f"wrote {a.out}")

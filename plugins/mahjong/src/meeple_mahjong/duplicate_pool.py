@@ -21,7 +21,7 @@ from meeple.cli.parsing import OneLineParser
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 
-from .duplicate import paired_test
+from .duplicate import paired_line, paired_test
 
 _RATES = ("win_rate", "deal_in_rate", "riichi_rate", "call_rate")
 
@@ -122,16 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
     seeds = ", ".join(f"{n} of seed {s}" for s, n in pooled["indices_by_seed"].items())
-    paired, dci = pooled["paired"], pooled["paired"]["diff_ci95"]
     print(f"{len(a.summaries)} summaries, {pooled['game_indices']} game indices ({seeds})")
     who = pooled["players"]
     print(f"challenger {who['challenger']}: {_fmt(pooled['challenger'])}")
     print(f"baseline   {who['baseline']}: {_fmt(pooled['baseline'])}")
-    print(
-        f"paired over {paired['n']} game indices: challenger - baseline avg rank {paired['mean_diff']:+.3f}"
-        + (f" (95% CI {dci[0]:+.3f} to {dci[1]:+.3f})" if dci else "")
-        + f", p = {paired['p']:.3g} (paired t-test)"
-    )
+    print(paired_line(pooled["paired"]))
     if a.out:
         write_json_atomic(a.out, pooled)
         print(f"wrote {a.out}")
