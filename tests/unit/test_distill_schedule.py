@@ -67,3 +67,22 @@ def test_min_rollouts_outside_its_range_is_a_config_error(compose, overrides, ac
     with pytest.raises(ConfigError, match=r"phase\.distill\.advance\.min_rollouts=-?\d+ is not allowed; accepted: "
                                           r"an integer in " + accepted):
         validate(compose(["phase=distill", *overrides]))
+
+
+def test_drop_planes_keeps_each_group_with_its_probability_per_sample_and_plane():
+    import torch
+
+    from meeple.phases.distill.module import drop_planes
+
+    groups = {"opponents": [0, 27], "wall": [27, 205]}
+    planes = torch.ones(400, 205, 3)
+    same = drop_planes(planes, {"opponents": 1.0, "wall": 1.0}, groups, torch.Generator().manual_seed(0))
+    assert same is planes  # all kept: the teacher reads its input untouched
+    out = drop_planes(planes, {"opponents": 0.0, "wall": 0.5}, groups, torch.Generator().manual_seed(0))
+    assert out[:, :27].eq(0).all()  # opponents' hands all dropped
+    kept = out[:, 27:, 0]
+    assert kept.eq(out[:, 27:, 2]).all()  # a plane is kept or dropped whole
+    assert 0.45 < kept.mean() < 0.55  # 71,200 draws at p 0.5
+    assert not kept.eq(kept[0]).all()  # one draw per sample, not one per batch
+    again = drop_planes(planes, {"opponents": 0.0, "wall": 0.5}, groups, torch.Generator().manual_seed(0))
+    assert torch.equal(out, again)  # seeded

@@ -57,3 +57,36 @@ def test_what_cannot_be_pooled_is_refused_in_one_line(tmp_path, capsys):
         assert dpool.main([str(p) for p in paths]) == 2
         err = capsys.readouterr().err
         assert err.startswith("meeple: error:") and message in err and err.count("\n") == 1
+
+
+def test_versus_pairs_two_challengers_evaluated_apart_on_the_same_walls(tmp_path, capsys):
+    # the pair of _PAIR, played as two challenger-only evaluations (the second in two shards)
+    whole = json.loads(_run(tmp_path, "whole", "--games", "4").read_text())
+    solo = ["--opponent", "random", "--seed", "3"]
+
+    def alone(name, who, *extra):
+        out = tmp_path / f"{name}.json"
+        assert dup.main(["--challenger", who, *solo, *extra, "--out", str(out)]) == 0
+        return str(out)
+
+    a = alone("a", "rule-nofold", "--games", "4")
+    b0, b1 = alone("b0", "rule", "--games", "2"), alone("b1", "rule", "--games", "2", "--first-game", "2")
+    out = tmp_path / "versus.json"
+    capsys.readouterr()
+    assert dpool.main([a, "--versus", b0, b1, "--out", str(out)]) == 0
+    v = json.loads(out.read_text())
+    assert v["players"]["challenger"] == "rule-nofold" and v["players"]["baseline"] == "rule"
+    assert v["paired"]["n"] == 4  # what the one paired evaluation of both printed
+    assert v["paired"]["mean_diff"] == pytest.approx(whole["paired"]["mean_diff"])
+    assert v["paired"]["p"] == pytest.approx(whole["paired"]["p"])
+    assert v["baseline"]["avg_rank"] == pytest.approx(whole["baseline"]["avg_rank"])
+    assert "challenger - versus" in capsys.readouterr().out
+    # other walls, or other opponents, are refused in one line
+    fewer = alone("fewer", "rule", "--games", "3")
+    other = tmp_path / "other.json"
+    assert dup.main(["--challenger", "rule", "--opponent", "rule", "--seed", "3", "--games", "4", "--out", str(other)]) == 0
+    capsys.readouterr()
+    for versus_, message in (([fewer], "the two sides hold different walls"), ([str(other)], "its opponent is 'rule'")):
+        assert dpool.main([a, "--versus", *versus_]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("meeple: error:") and message in err and err.count("\n") == 1

@@ -193,11 +193,11 @@ def paired_test(xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
     return out
 
 
-def paired_line(paired: dict[str, Any]) -> str:
-    """One line for a :func:`paired_test` result."""
+def paired_line(paired: dict[str, Any], a: str = "challenger", b: str = "baseline") -> str:
+    """One line for a :func:`paired_test` result of ``a`` against ``b``."""
     dci = paired["diff_ci95"]
     return (
-        f"paired over {paired['n']} game indices: challenger - baseline avg rank {paired['mean_diff']:+.3f}"
+        f"paired over {paired['n']} game indices: {a} - {b} avg rank {paired['mean_diff']:+.3f}"
         + (f" (95% CI {dci[0]:+.3f} to {dci[1]:+.3f})" if dci else "")
         + f", p = {paired['p']:.3g} (paired t-test)"
     )

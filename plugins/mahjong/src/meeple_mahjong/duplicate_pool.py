@@ -7,6 +7,10 @@ samples (``per_index_rank`` of both sides), so the pooled test is the paired t-t
 union of the (seed, game index) samples, exactly what one evaluation of all of them would
 print. Summaries of different players, or that share a sample, are refused: the same walls
 must not count twice.
+
+With ``--versus B.json ...`` the summaries' challenger is tested against B's challenger: two
+players evaluated separately (``duplicate --challenger X --opponent O --seed S --out``), paired
+over the walls both played.
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ class PoolError(MeepleError):
     """Summaries that cannot be pooled (one line: which file, what is wrong, what is accepted)."""
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, paired: bool = True) -> dict[str, Any]:
     try:
         s = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise PoolError(f"{path}: not a readable JSON file ({err})") from None
     ch, base = (s.get("challenger"), s.get("baseline")) if isinstance(s, dict) else (None, None)
+    if not paired:
+        if not (isinstance(ch, dict) and "per_index_rank" in ch):
+            raise PoolError(f"{path}: not a duplicate summary (it needs challenger.per_index_rank); write one with "
+                            "python -m meeple_mahjong.duplicate ... --out")  # fmt: skip
+        return s
     if not (isinstance(ch, dict) and isinstance(base, dict) and "per_index_rank" in ch and "per_index_rank" in base):
         raise PoolError(
             f"{path}: not a paired duplicate summary (it needs challenger.per_index_rank and "
@@ -51,7 +60,7 @@ def players(s: dict[str, Any]) -> dict[str, Any]:
     return {
         "challenger": s.get("checkpoint") or s.get("challenger_bot"),
         "safe_challenger": bool(s.get("safe", False)),
-        "baseline": (s.get("baseline_policy") or {}).get("checkpoint") or s["baseline"].get("player"),
+        "baseline": (s.get("baseline_policy") or {}).get("checkpoint") or (s.get("baseline") or {}).get("player"),
         "opponent": (s.get("opponent_policy") or {}).get("checkpoint") or s.get("opponent_bot"),
         "east_only": bool(s.get("east_only", False)),
     }
@@ -66,42 +75,94 @@ def _side(summaries: Sequence[dict[str, Any]], role: str, ranks: list[float]) ->
     return out
 
 
-def pool(paths: Sequence[Path]) -> dict[str, Any]:
-    """The pooled paired comparison of the summaries at ``paths`` (PoolError: one clear line)."""
-    summaries = [_load(Path(p)) for p in paths]
+def _samples(paths: Sequence[Path], summaries: Sequence[dict[str, Any]],
+             same: Sequence[str]) -> dict[tuple[int, int], tuple[Path, str]]:  # fmt: skip
+    """{(seed, game index): (its summary, the index's key)} over summaries whose ``same`` players
+    agree with the first's; a sample held twice is refused."""
     who = players(summaries[0])
-    owner: dict[tuple[int, int], Path] = {}  # (seed, game index) -> the summary that holds it
-    xa: list[float] = []
-    xb: list[float] = []
+    owner: dict[tuple[int, int], tuple[Path, str]] = {}
     for path, s in zip(paths, summaries, strict=True):
         other = players(s)
-        for key, value in who.items():
-            if other[key] != value:
+        for key in same:
+            if other[key] != who[key]:
                 raise PoolError(
-                    f"{path}: its {key} is {other[key]!r}, {paths[0]}'s is {value!r}; "
-                    "pool summaries of the same challenger, baseline, opponents and rules"
+                    f"{path}: its {key} is {other[key]!r}, {paths[0]}'s is {who[key]!r}; "
+                    f"pool summaries of the same {', '.join(same)}"
                 )
         seed = int(s.get("seed", 0))
-        for g, rank in s["challenger"]["per_index_rank"].items():
+        for g in s["challenger"]["per_index_rank"]:
             sample = (seed, int(g))
             if sample in owner:
                 raise PoolError(
-                    f"{owner[sample]} and {path} both hold game index {g} of seed {seed}: the same "
+                    f"{owner[sample][0]} and {path} both hold game index {g} of seed {seed}: the same "
                     "walls would count twice; pool shards of other indices (--first-game) or seeds"
                 )
-            owner[sample] = Path(path)
-            xa.append(rank)
-            xb.append(s["baseline"]["per_index_rank"][g])
+            owner[sample] = (Path(path), g)
+    return owner
+
+
+def _by_seed(samples: Sequence[tuple[int, int]]) -> dict[str, int]:
     seeds: dict[str, int] = {}
-    for seed, _ in owner:
+    for seed, _ in samples:
         seeds[str(seed)] = seeds.get(str(seed), 0) + 1
+    return seeds
+
+
+def _rank(summaries: dict[Path, dict[str, Any]], role: str, where: tuple[Path, str]) -> float:
+    return summaries[where[0]][role]["per_index_rank"][where[1]]
+
+
+def pool(paths: Sequence[Path]) -> dict[str, Any]:
+    """The pooled paired comparison of the summaries at ``paths`` (PoolError: one clear line)."""
+    paths = [Path(p) for p in paths]
+    loaded = {p: _load(p) for p in paths}
+    summaries = list(loaded.values())
+    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "baseline", "opponent", "east_only"))
+    xa = [_rank(loaded, "challenger", w) for w in owner.values()]
+    xb = [_rank(loaded, "baseline", w) for w in owner.values()]
     return {
         "summaries": [str(p) for p in paths],
-        "players": who,
+        "players": players(summaries[0]),
         "game_indices": len(xa),
-        "indices_by_seed": seeds,
+        "indices_by_seed": _by_seed(list(owner)),
         "challenger": _side(summaries, "challenger", xa),
         "baseline": _side(summaries, "baseline", xb),
+        "paired": paired_test(xa, xb),
+    }
+
+
+def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
+    """A's challenger against B's, each from its own evaluations (``--out`` of
+    ``duplicate --challenger``, baseline or not) on the same walls: the paired test over the
+    (seed, game index) samples, which both sides must hold alike. The result's ``challenger`` is
+    A's, its ``baseline`` B's challenger."""
+    sides = []
+    for paths in (paths_a, paths_b):
+        paths = [Path(p) for p in paths]
+        loaded = {p: _load(p, paired=False) for p in paths}
+        owner = _samples(paths, list(loaded.values()), ("challenger", "safe_challenger", "opponent", "east_only"))
+        sides.append((paths, loaded, owner))
+    (pa, la, oa), (pb, lb, ob) = sides
+    a, b = players(la[pa[0]]), players(lb[pb[0]])
+    for key in ("opponent", "east_only"):
+        if a[key] != b[key]:
+            raise PoolError(f"{pb[0]}: its {key} is {b[key]!r}, {pa[0]}'s is {a[key]!r}; "
+                            "compare challengers that played the same opponents and rules")  # fmt: skip
+    if set(oa) != set(ob):
+        seed, g = sorted(set(oa) ^ set(ob))[0]
+        raise PoolError(f"the two sides hold different walls ({len(set(oa) ^ set(ob))} samples differ, e.g. game "
+                        f"index {g} of seed {seed}); evaluate both on the same --seed, --games and --first-game")  # fmt: skip
+    keys = sorted(oa)
+    xa = [_rank(la, "challenger", oa[k]) for k in keys]
+    xb = [_rank(lb, "challenger", ob[k]) for k in keys]
+    return {
+        "summaries": {"a": [str(p) for p in pa], "b": [str(p) for p in pb]},
+        "players": {"challenger": a["challenger"], "baseline": b["challenger"], "opponent": a["opponent"],
+                    "east_only": a["east_only"]},  # fmt: skip
+        "game_indices": len(keys),
+        "indices_by_seed": _by_seed(keys),
+        "challenger": _side(list(la.values()), "challenger", xa),
+        "baseline": _side(list(lb.values()), "challenger", xb),
         "paired": paired_test(xa, xb),
     }
 
@@ -114,19 +175,23 @@ def _fmt(side: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = OneLineParser(prog="python -m meeple_mahjong.duplicate_pool", description=__doc__.split("\n\n")[0])
     p.add_argument("summaries", type=Path, nargs="+", help="paired summaries (duplicate --baseline --out)")
+    p.add_argument("--versus", type=Path, nargs="+", default=None, metavar="SUMMARY",
+                   help="test the summaries' challenger against these summaries' challenger on the same walls "
+                        "(no baseline needed)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="write the pooled summary JSON here")
     a = p.parse_args(argv)
     try:
-        pooled = pool(a.summaries)
+        pooled = versus(a.summaries, a.versus) if a.versus else pool(a.summaries)
     except PoolError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
     seeds = ", ".join(f"{n} of seed {s}" for s, n in pooled["indices_by_seed"].items())
-    print(f"{len(a.summaries)} summaries, {pooled['game_indices']} game indices ({seeds})")
+    files = len(a.summaries) + len(a.versus or ())
+    print(f"{files} summaries, {pooled['game_indices']} game indices ({seeds})")
     who = pooled["players"]
     print(f"challenger {who['challenger']}: {_fmt(pooled['challenger'])}")
-    print(f"baseline   {who['baseline']}: {_fmt(pooled['baseline'])}")
-    print(paired_line(pooled["paired"]))
+    print(f"{'versus' if a.versus else 'baseline':<10} {who['baseline']}: {_fmt(pooled['baseline'])}")
+    print(paired_line(pooled["paired"], b="versus" if a.versus else "baseline"))
     if a.out:
         write_json_atomic(a.out, pooled)
         print(f"wrote {a.out}")

@@ -25,7 +25,7 @@ final stretch, ``distill/is_weight``. The schedule's position is part of the che
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,21 @@ from meeple.phases.distill.schema import Distill
 from meeple.phases.ppo.module import PPOModule
 
 _STATE_KEY = "distill_schedule"
+
+
+def drop_planes(planes: torch.Tensor, keep: Mapping[str, float], groups: Mapping[str, Sequence[int]],
+                generator: torch.Generator) -> torch.Tensor:  # fmt: skip
+    """``planes`` (..., planes, width) with each plane of each group kept with the group's
+    probability in ``keep``, else zero; one draw per sample and plane (the privileged input an
+    oracle stage gives the teacher)."""
+    if all(p >= 1.0 for p in keep.values()):
+        return planes
+    scale = torch.ones(planes.shape[:-1], device=planes.device)  # (..., planes)
+    for name, p in keep.items():
+        lo, hi = groups[name]
+        draw = torch.rand((*planes.shape[:-2], hi - lo), generator=generator)
+        scale[..., lo:hi] = (draw < p).to(scale)
+    return planes * scale.unsqueeze(-1)
 
 
 class DistillModule(PPOModule):
@@ -90,16 +105,8 @@ class DistillModule(PPOModule):
         return torch.log_softmax(logits / self.distill.temperature, dim=-1)
 
     def drop_planes(self, planes: torch.Tensor) -> torch.Tensor:
-        """Each plane of each group kept with the stage's probability, else zero (per sample)."""
-        keep = self.clock.keep_probabilities()
-        if all(p >= 1.0 for p in keep.values()):
-            return planes
-        scale = torch.ones(planes.shape[:-1], device=planes.device)  # (..., planes)
-        for name, p in keep.items():
-            lo, hi = self.distill.groups[name]
-            draw = torch.rand((*planes.shape[:-2], hi - lo), generator=self.generator)
-            scale[..., lo:hi] = (draw < p).to(scale)
-        return planes * scale.unsqueeze(-1)
+        """The current oracle stage's :func:`drop_planes`."""
+        return drop_planes(planes, self.clock.keep_probabilities(), self.distill.groups, self.generator)
 
     # -- the schedule --------------------------------------------------------------------
     def enter_final(self) -> None:
