@@ -90,3 +90,21 @@ def test_versus_pairs_two_challengers_evaluated_apart_on_the_same_walls(tmp_path
         assert dpool.main([a, "--versus", *versus_]) == 2
         err = capsys.readouterr().err
         assert err.startswith("meeple: error:") and message in err and err.count("\n") == 1
+
+
+def test_challenger_only_shards_pool_to_the_test_against_2_5(tmp_path, capsys):
+    solo = ["--challenger", "rule-nofold", "--opponent", "rule", "--seed", "3"]
+    paths = []
+    for name, extra in (("whole", ["--games", "6"]), ("s0", ["--games", "4"]), ("s1", ["--games", "2", "--first-game", "4"])):
+        paths.append(tmp_path / f"{name}.json")
+        assert dup.main([*solo, *extra, "--out", str(paths[-1])]) == 0
+    whole = json.loads(paths[0].read_text())
+    out = tmp_path / "pooled.json"
+    capsys.readouterr()
+    assert dpool.main([str(paths[1]), str(paths[2]), "--out", str(out)]) == 0
+    pooled = json.loads(out.read_text())
+    assert pooled["game_indices"] == 6 and "paired" not in pooled
+    assert pooled["vs_even"]["p"] == pytest.approx(whole["challenger"]["vs_even"]["p"])
+    assert pooled["challenger"]["avg_rank"] == pytest.approx(whole["challenger"]["avg_rank"])
+    assert pooled["challenger"]["hands"] == whole["challenger"]["hands"]
+    assert "vs 2.5 over 6 game indices" in capsys.readouterr().out

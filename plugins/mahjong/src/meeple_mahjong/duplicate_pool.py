@@ -8,6 +8,9 @@ union of the (seed, game index) samples, exactly what one evaluation of all of t
 print. Summaries of different players, or that share a sample, are refused: the same walls
 must not count twice.
 
+Summaries without a baseline (``duplicate --challenger X --opponent O --out``) pool the same
+way into the challenger's t-test against 2.5.
+
 With ``--versus B.json ...`` the summaries' challenger is tested against B's challenger: two
 players evaluated separately (``duplicate --challenger X --opponent O --seed S --out``), paired
 over the walls both played.
@@ -25,7 +28,7 @@ from meeple.cli.parsing import OneLineParser
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 
-from .duplicate import paired_line, paired_test
+from .duplicate import even_test, paired_line, paired_test
 
 _RATES = ("win_rate", "deal_in_rate", "riichi_rate", "call_rate")
 
@@ -131,6 +134,26 @@ def pool(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def solo(paths: Sequence[Path]) -> dict[str, Any]:
+    """Shards of one challenger-only evaluation (``duplicate --challenger X --opponent O --out``,
+    no baseline) pooled: the challenger's side and the t-test of its per-index ranks against 2.5
+    (``vs_even``), what one evaluation of all the samples would print."""
+    paths = [Path(p) for p in paths]
+    loaded = {p: _load(p, paired=False) for p in paths}
+    summaries = list(loaded.values())
+    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "opponent", "east_only"))
+    ranks = [_rank(loaded, "challenger", w) for w in owner.values()]
+    who = players(summaries[0])
+    return {
+        "summaries": [str(p) for p in paths],
+        "players": {k: who[k] for k in ("challenger", "opponent", "east_only")},
+        "game_indices": len(ranks),
+        "indices_by_seed": _by_seed(list(owner)),
+        "challenger": _side(summaries, "challenger", ranks),
+        "vs_even": even_test(ranks),
+    }
+
+
 def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     """A's challenger against B's, each from its own evaluations (``--out`` of
     ``duplicate --challenger``, baseline or not) on the same walls: the paired test over the
@@ -167,6 +190,16 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def _has_baseline(path: Path) -> bool:
+    """Whether the summary at ``path`` is paired (a readable file without one is pooled solo; an
+    unreadable one is refused by the pooling itself)."""
+    try:
+        s = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return True
+    return not isinstance(s, dict) or "baseline" in s
+
+
 def _fmt(side: dict[str, Any]) -> str:
     return (f"avg rank {side['avg_rank']:.3f}, win {side['win_rate']:.3f}, "
             f"deal-in {side['deal_in_rate']:.3f} (per hand)")  # fmt: skip
@@ -181,7 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write the pooled summary JSON here")
     a = p.parse_args(argv)
     try:
-        pooled = versus(a.summaries, a.versus) if a.versus else pool(a.summaries)
+        if a.versus:
+            pooled = versus(a.summaries, a.versus)
+        elif _has_baseline(a.summaries[0]):
+            pooled = pool(a.summaries)
+        else:
+            pooled = solo(a.summaries)
     except PoolError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
@@ -190,8 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{files} summaries, {pooled['game_indices']} game indices ({seeds})")
     who = pooled["players"]
     print(f"challenger {who['challenger']}: {_fmt(pooled['challenger'])}")
-    print(f"{'versus' if a.versus else 'baseline':<10} {who['baseline']}: {_fmt(pooled['baseline'])}")
-    print(paired_line(pooled["paired"], b="versus" if a.versus else "baseline"))
+    if "vs_even" in pooled:
+        even = pooled["vs_even"]
+        print(f"vs 2.5 over {pooled['game_indices']} game indices: "
+              + (f"t = {even['t']:.2f}, p = {even['p']:.3g} (t-test)" if even else "no test (too few indices)"))
+    else:
+        print(f"{'versus' if a.versus else 'baseline':<10} {who['baseline']}: {_fmt(pooled['baseline'])}")
+        print(paired_line(pooled["paired"], b="versus" if a.versus else "baseline"))
     if a.out:
         write_json_atomic(a.out, pooled)
         print(f"wrote {a.out}")
