@@ -3,8 +3,9 @@
 in, and its KL to the reference (phase 1) and to the teacher reading all its oracle planes.
 
 The teacher is also read under each oracle stage's plane dropout (``--stages``, the keep
-probabilities of the opponents' hands and of the wall; the default is `phase=mahjong_distill`'s
-schedule): that is the target each stage of `phase=distill` gives the student.
+probabilities of the opponents' hands and of the wall; the default, and the plane groups, are
+read from `phase=mahjong_distill`'s YAML): that is the target each stage of `phase=distill`
+gives the student.
 
     python -m meeple_mahjong.distill_targets --teacher RUN/gates/teacher.pt \\
         --reference RUN/gates/phase1.pt --policy student=RUN/gates/student.pt
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from meeple.cli.parsing import OneLineParser
 from meeple.cli_progress import task_progress
@@ -38,8 +40,14 @@ from .net import ORACLE_KEY
 from .policy import PolicyHeads, load_policy_heads
 from .safety import avoidable, dealing_actions, discard_kinds
 
-GROUPS = {"opponents": (0, 27), "wall": (27, 205)}  # the oracle planes (docs/mahjong_encoding.md)
-STAGES = ((1.0, 1.0), (0.7, 0.5), (0.3, 0.2), (0.0, 0.0))  # phase=mahjong_distill's schedule
+DISTILL = Path(__file__).parent / "conf" / "phase" / "mahjong_distill.yaml"
+
+
+def distill_config() -> tuple[dict[str, list[int]], list[tuple[float, float]]]:
+    """phase=mahjong_distill's plane groups and its stages' (opponents, wall) keep probabilities."""
+    distill = OmegaConf.to_container(OmegaConf.load(DISTILL).distill)
+    keeps = [stage["keep"] for stage in distill["schedule"]]
+    return distill["groups"], [(keep.get("opponents", 1.0), keep.get("wall", 1.0)) for keep in keeps]
 
 
 def decisions(reference: str | Path, tables: int, steps: int, seed: int, opponents: str = "rule",
@@ -79,10 +87,12 @@ def _kl(p: torch.Tensor, q: torch.Tensor) -> float:
 
 
 def measure(teacher: str | Path, reference: str | Path, policies: Mapping[str, str | Path],
-            batch: Mapping[str, torch.Tensor], stages: Sequence[tuple[float, float]] = STAGES,
+            batch: Mapping[str, torch.Tensor], stages: Sequence[tuple[float, float]] | None = None,
             seed: int = 0) -> dict[str, Any]:  # fmt: skip
     """{"decisions", "choices", "rows": {name: {dealing_mass, kl_to_reference, kl_to_teacher}}}:
-    the reference, the teacher under each stage's dropout (``teacher keep O/W``) and ``policies``."""
+    the reference, the teacher under each stage's dropout (``teacher keep O/W``; default:
+    mahjong_distill's stages) and ``policies``."""
+    groups, default_stages = distill_config()
     obs, mask, oracle = batch["observation"], batch["action_mask"].bool(), batch[ORACLE_KEY]
     dealing = dealing_actions(oracle, mask, discard_kinds())
     chosen = avoidable(dealing, mask).any(-1)
@@ -91,9 +101,9 @@ def measure(teacher: str | Path, reference: str | Path, policies: Mapping[str, s
     heads = oracle_teacher(teacher)
     generator = torch.Generator().manual_seed(seed)
     dists = {"reference": load_policy_heads(reference)[0](obs, mask)[0]}
-    for opponents, wall in stages:
+    for opponents, wall in default_stages if stages is None else stages:
         keep = {"opponents": opponents, "wall": wall}
-        dists[f"teacher keep {opponents:g}/{wall:g}"] = heads(obs, mask, drop_planes(oracle, keep, GROUPS, generator))[0]
+        dists[f"teacher keep {opponents:g}/{wall:g}"] = heads(obs, mask, drop_planes(oracle, keep, groups, generator))[0]
     full = heads(obs, mask, oracle)[0]
     for name, path in policies.items():
         dists[name] = load_policy_heads(path)[0](obs, mask)[0]
@@ -131,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reference", required=True, help="phase 1's checkpoint: acts, opposes, and is the KL reference")
     p.add_argument("--policy", action="append", default=[], type=_policy, metavar="NAME=CHECKPOINT",
                    help="a public policy to measure (repeatable), e.g. student=RUN/gates/student.pt")
-    p.add_argument("--stages", nargs="*", type=_stage, default=list(STAGES), metavar="OPPONENTS,WALL",
+    p.add_argument("--stages", nargs="*", type=_stage, default=None, metavar="OPPONENTS,WALL",
                    help="the teacher's plane keep probabilities to read it under (default: mahjong_distill's)")
     p.add_argument("--opponents", choices=("rule", "reference"), default="rule",
                    help="who the three other seats are (default: rule bots, as in phase 2's student env)")

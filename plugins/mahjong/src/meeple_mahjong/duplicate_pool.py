@@ -37,25 +37,27 @@ class PoolError(MeepleError):
     """Summaries that cannot be pooled (one line: which file, what is wrong, what is accepted)."""
 
 
-def _load(path: Path, paired: bool = True) -> dict[str, Any]:
+def _load(path: Path) -> dict[str, Any]:
+    """A duplicate summary (``duplicate ... --out``), paired or not."""
     try:
         s = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise PoolError(f"{path}: not a readable JSON file ({err})") from None
-    ch, base = (s.get("challenger"), s.get("baseline")) if isinstance(s, dict) else (None, None)
-    if not paired:
-        if not (isinstance(ch, dict) and "per_index_rank" in ch):
-            raise PoolError(f"{path}: not a duplicate summary (it needs challenger.per_index_rank); write one with "
-                            "python -m meeple_mahjong.duplicate ... --out")  # fmt: skip
-        return s
-    if not (isinstance(ch, dict) and isinstance(base, dict) and "per_index_rank" in ch and "per_index_rank" in base):
+    if not (isinstance(s, dict) and isinstance(s.get("challenger"), dict) and "per_index_rank" in s["challenger"]):
+        raise PoolError(f"{path}: not a duplicate summary (it needs challenger.per_index_rank); write one with "
+                        "python -m meeple_mahjong.duplicate ... --out")  # fmt: skip
+    return s
+
+
+def _require_paired(path: Path, s: dict[str, Any]) -> None:
+    base = s.get("baseline")
+    if not (isinstance(base, dict) and "per_index_rank" in base):
         raise PoolError(
             f"{path}: not a paired duplicate summary (it needs challenger.per_index_rank and "
             "baseline.per_index_rank); write one with python -m meeple_mahjong.duplicate --baseline ... --out"
         )
-    if sorted(ch["per_index_rank"]) != sorted(base["per_index_rank"]):
+    if sorted(s["challenger"]["per_index_rank"]) != sorted(base["per_index_rank"]):
         raise PoolError(f"{path}: the challenger and the baseline played different game indices")
-    return s
 
 
 def players(s: dict[str, Any]) -> dict[str, Any]:
@@ -116,9 +118,14 @@ def _rank(summaries: dict[Path, dict[str, Any]], role: str, where: tuple[Path, s
 
 
 def pool(paths: Sequence[Path]) -> dict[str, Any]:
-    """The pooled paired comparison of the summaries at ``paths`` (PoolError: one clear line)."""
+    """The pooled comparison of the summaries at ``paths`` (PoolError: one clear line): paired
+    when the first has a baseline (then all must), else :func:`_solo`."""
     paths = [Path(p) for p in paths]
     loaded = {p: _load(p) for p in paths}
+    if "baseline" not in loaded[paths[0]]:
+        return _solo(paths, loaded)
+    for path, s in loaded.items():
+        _require_paired(path, s)
     summaries = list(loaded.values())
     owner = _samples(paths, summaries, ("challenger", "safe_challenger", "baseline", "opponent", "east_only"))
     xa = [_rank(loaded, "challenger", w) for w in owner.values()]
@@ -134,12 +141,10 @@ def pool(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def solo(paths: Sequence[Path]) -> dict[str, Any]:
+def _solo(paths: Sequence[Path], loaded: dict[Path, dict[str, Any]]) -> dict[str, Any]:
     """Shards of one challenger-only evaluation (``duplicate --challenger X --opponent O --out``,
     no baseline) pooled: the challenger's side and the t-test of its per-index ranks against 2.5
     (``vs_even``), what one evaluation of all the samples would print."""
-    paths = [Path(p) for p in paths]
-    loaded = {p: _load(p, paired=False) for p in paths}
     summaries = list(loaded.values())
     owner = _samples(paths, summaries, ("challenger", "safe_challenger", "opponent", "east_only"))
     ranks = [_rank(loaded, "challenger", w) for w in owner.values()]
@@ -162,7 +167,7 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     sides = []
     for paths in (paths_a, paths_b):
         paths = [Path(p) for p in paths]
-        loaded = {p: _load(p, paired=False) for p in paths}
+        loaded = {p: _load(p) for p in paths}
         owner = _samples(paths, list(loaded.values()), ("challenger", "safe_challenger", "opponent", "east_only"))
         sides.append((paths, loaded, owner))
     (pa, la, oa), (pb, lb, ob) = sides
@@ -190,16 +195,6 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def _has_baseline(path: Path) -> bool:
-    """Whether the summary at ``path`` is paired (a readable file without one is pooled solo; an
-    unreadable one is refused by the pooling itself)."""
-    try:
-        s = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return True
-    return not isinstance(s, dict) or "baseline" in s
-
-
 def _fmt(side: dict[str, Any]) -> str:
     return (f"avg rank {side['avg_rank']:.3f}, win {side['win_rate']:.3f}, "
             f"deal-in {side['deal_in_rate']:.3f} (per hand)")  # fmt: skip
@@ -214,12 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write the pooled summary JSON here")
     a = p.parse_args(argv)
     try:
-        if a.versus:
-            pooled = versus(a.summaries, a.versus)
-        elif _has_baseline(a.summaries[0]):
-            pooled = pool(a.summaries)
-        else:
-            pooled = solo(a.summaries)
+        pooled = versus(a.summaries, a.versus) if a.versus else pool(a.summaries)
     except PoolError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
