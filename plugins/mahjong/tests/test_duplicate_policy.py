@@ -2,6 +2,7 @@
 plain Python loop over Game + the bots' seat streams plays, PolicyTable's bookkeeping, and a
 PPO checkpoint from ``python train.py env=mahjong debug=tiny`` evaluated end to end."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -308,6 +309,8 @@ def test_a_checkpoint_against_copies_of_itself_with_a_paired_bot_baseline(run_di
     # One network in all four seats (the run directory resolves to the same file): exactly even.
     assert s["challenger"]["avg_rank"] == 2.5 and s["challenger"]["vs_even"] is None
     assert s["checkpoint"] == str(latest) and s["opponent_policy"]["checkpoint"] == str(latest)
+    digest = hashlib.sha256(latest.read_bytes()).hexdigest()  # the network named by content too
+    assert s["checkpoint_sha256"] == s["opponent_policy"]["checkpoint_sha256"] == digest
     # The rule bot played the same walls against the same three networks, index by index.
     assert s["paired"]["n"] == 3
     assert s["paired"]["mean_diff"] == pytest.approx(2.5 - s["baseline"]["avg_rank"])

@@ -108,3 +108,28 @@ def test_challenger_only_shards_pool_to_the_test_against_2_5(tmp_path, capsys):
     assert pooled["challenger"]["avg_rank"] == pytest.approx(whole["challenger"]["avg_rank"])
     assert pooled["challenger"]["hands"] == whole["challenger"]["hands"]
     assert "vs 2.5 over 6 game indices" in capsys.readouterr().out
+
+
+def test_a_network_is_one_player_by_content_under_two_paths(tmp_path):
+    """Summaries recording the checkpoint's SHA-256 pool one file copied to two run folders; other
+    content, or a summary without the digest under another path, is another player."""
+    a = json.loads(_run(tmp_path, "a", "--games", "2").read_text())
+    b = json.loads(_run(tmp_path, "b", "--games", "2", "--first-game", "2").read_text())
+
+    def network(summary, name, path, digest):
+        out = tmp_path / f"{name}.json"
+        s = dict(summary, checkpoint=path, challenger_bot=path)
+        if digest:
+            s["checkpoint_sha256"] = digest
+        out.write_text(json.dumps(s))
+        return out
+
+    same = [network(a, "a1", "run1/gates/phase1.pt", "ab" * 32), network(b, "b1", "run2/gates/phase1.pt", "ab" * 32)]
+    assert dpool.pool(same)["game_indices"] == 4
+    other = network(b, "b2", "run1/gates/phase1.pt", "cd" * 32)  # same path, other content
+    with pytest.raises(dpool.PoolError, match="its challenger is"):
+        dpool.pool([same[0], other])
+    old = network(b, "b3", "run2/gates/phase1.pt", None)  # no digest: by path
+    with pytest.raises(dpool.PoolError, match="its challenger is"):
+        dpool.pool([same[0], old])
+    assert dpool.pool([same[0], network(b, "b4", "run1/gates/phase1.pt", None)])["game_indices"] == 4

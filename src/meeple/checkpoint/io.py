@@ -86,6 +86,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 hex digest of a file's bytes, read in chunks (what its sidecar records)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def fsync_dir(folder: Path) -> None:
     """Make renames and new names in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY)

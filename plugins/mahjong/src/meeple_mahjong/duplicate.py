@@ -308,6 +308,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
         return BotTable(east_only=a.east_only), names, {}
     import torch  # only a policy needs torch
 
+    from meeple.checkpoint.io import file_sha256
     from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
     from meeple_mahjong.safety import safe_policy
 
@@ -331,7 +332,9 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
             if safe:
                 fn = safe_policy(fn)
             policies[player] = (key, fn)
-        info[role] = {"checkpoint": loaded["file"], "checkpoint_global_step": loaded["global_step"],
+        # the digest names the network by content: pooling accepts one file under two paths
+        info[role] = {"checkpoint": loaded["file"], "checkpoint_sha256": file_sha256(loaded["file"]),
+                      "checkpoint_global_step": loaded["global_step"],
                       **({"safe": True} if safe else {}),
                       "model": loaded["config"]["model"].get("_target_")}  # fmt: skip
         names[role] = player

@@ -71,6 +71,25 @@ def players(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _digests(s: dict[str, Any]) -> dict[str, str | None]:
+    """Each network's checkpoint SHA-256, where the summary records it (``duplicate`` does since
+    2026-11-29; earlier summaries name a network by its path only)."""
+    return {"challenger": s.get("checkpoint_sha256"),
+            "baseline": (s.get("baseline_policy") or {}).get("checkpoint_sha256"),
+            "opponent": (s.get("opponent_policy") or {}).get("checkpoint_sha256")}  # fmt: skip
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any], key: str, role_b: str | None = None) -> bool:
+    """Whether summary ``a``'s ``key`` player and ``b``'s ``role_b`` (default: the same key) are
+    different players: networks by content when both summaries record the digest (one file
+    copied to two run folders is one player), else by path; bots by name."""
+    role_b = role_b or key
+    da, db = _digests(a).get(key), _digests(b).get(role_b)
+    if da and db:
+        return da != db
+    return players(a)[key] != players(b)[role_b]
+
+
 def _side(summaries: Sequence[dict[str, Any]], role: str, ranks: list[float]) -> dict[str, Any]:
     hands = sum(s[role]["hands"] for s in summaries)
     out: dict[str, Any] = {"games": sum(s[role]["games"] for s in summaries), "hands": hands,
@@ -89,7 +108,7 @@ def _samples(paths: Sequence[Path], summaries: Sequence[dict[str, Any]],
     for path, s in zip(paths, summaries, strict=True):
         other = players(s)
         for key in same:
-            if other[key] != who[key]:
+            if _differs(summaries[0], s, key):
                 raise PoolError(
                     f"{path}: its {key} is {other[key]!r}, {paths[0]}'s is {who[key]!r}; "
                     f"pool summaries of the same {', '.join(same)}"
@@ -173,7 +192,7 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     (pa, la, oa), (pb, lb, ob) = sides
     a, b = players(la[pa[0]]), players(lb[pb[0]])
     for key in ("opponent", "east_only"):
-        if a[key] != b[key]:
+        if _differs(la[pa[0]], lb[pb[0]], key):
             raise PoolError(f"{pb[0]}: its {key} is {b[key]!r}, {pa[0]}'s is {a[key]!r}; "
                             "compare challengers that played the same opponents and rules")  # fmt: skip
     if set(oa) != set(ob):
