@@ -17,11 +17,11 @@ from meeple.checkpoint.io import load_verified
 from meeple.cli.train import train
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import shared_heads
+from meeple.phases.aux import auxiliary_loss
 from meeple.phases.bc.module import (
     AuxTarget,
     BCModule,
     as_tensordict,
-    auxiliary_loss,
     bc_loss,
     category_sums,
     in_top_k,

@@ -268,3 +268,62 @@ def test_ppo_trains_the_same_network(tmp_path, monkeypatch):
         )
     )
     assert math.isfinite(metrics["loss/total"]) and "eval/episode_return" in metrics
+
+
+def test_danger_head_starts_as_the_plain_policy_and_the_policy_reads_it_through_one_weight():
+    """model.danger_head: the actor also writes danger_logits; at danger_scale 0 the policy is the
+    plain network's; then each discard (and riichi discard) of kind k moves by
+    -scale * softplus(danger_k) and nothing else does; the policy's loss trains the scale, not the
+    belief (only its own labels do, through phase.aux)."""
+    from meeple_mahjong.net import DANGER_KEY
+    from meeple_mahjong.safety import discard_kinds
+
+    torch.manual_seed(0)
+    actor, _ = build_mahjong_actor_critic(OBS, ACTIONS, **TINY, danger_head=True)
+    plain, _ = build_mahjong_actor_critic(OBS, ACTIONS, **TINY)
+    missing = plain.load_state_dict(actor.state_dict(), strict=False)
+    assert not missing.missing_keys  # the carried network's names are unchanged
+    assert sorted(missing.unexpected_keys) == ["module.0.module.danger_head.danger.bias",
+                                               "module.0.module.danger_head.danger.weight",
+                                               "module.1.module.addend.danger_scale"]  # fmt: skip
+    td = OBS.rand((5,))
+    out = actor.get_dist_params(td.clone())
+    assert out[DANGER_KEY].shape == (5, 34)
+    assert torch.equal(out["logits"], plain.get_dist_params(td.clone())["logits"])
+    (scale,) = [p for n, p in actor.named_parameters() if n.endswith("danger_scale")]
+    with torch.no_grad():
+        scale.fill_(2.0)
+    shifted = actor.get_dist_params(td.clone())
+    kinds = discard_kinds()
+    expected = out["logits"].clone()
+    gives = kinds >= 0
+    expected[:, gives] -= 2.0 * torch.nn.functional.softplus(out[DANGER_KEY])[:, kinds[gives]]
+    assert torch.allclose(shifted["logits"], expected, atol=1e-6)
+    assert torch.equal(shifted["logits"][:, ~gives], out["logits"][:, ~gives])
+    shifted["logits"].logsumexp(-1).sum().backward()
+    head = [p for n, p in actor.named_parameters() if "danger_head" in n]
+    assert scale.grad.abs() > 0 and all(p.grad is None or not p.grad.any() for p in head)
+
+
+def test_ppo_trains_the_danger_head_on_the_oracle_labels(tmp_path, monkeypatch):
+    """phase.aux: PPO adds the belief's binary cross-entropy against meeple_mahjong.safety.ron_kinds
+    of the rollout's oracle planes, which the actor does not read; its loss falls from log 2
+    (~8 s). With coef 0 nothing trains the head and it stays at log 2, so the test would catch
+    an aux loss that stopped reaching its head."""
+    monkeypatch.chdir(tmp_path)
+    from meeple.cli.train import train
+
+    def run(coef: float) -> dict:
+        return train(compose_config([
+            "env=mahjong", "model=mahjong_resnet", "phase=ppo", "debug=tiny", "tracking=none",
+            "callbacks.progress=null", "checkpoint=none", "env.num_envs=8", "env.oracle=true",
+            "phase.rollout_steps=32", "phase.total_frames=2048", "phase.minibatch_size=64",
+            "model.danger_head=true", "+phase.lr_groups.new={params: ['*danger*'], lr: 0.01}",
+            "+phase.aux.danger={output: danger_logits, target: oracle, loss: bce, coef: %s, "
+            "transform: {_target_: meeple_mahjong.safety.ron_kinds, _partial_: true}}" % coef,
+            *(f"model.{k}={v}" for k, v in TINY.items()),
+        ]))  # fmt: skip
+
+    trained = run(1.0)["loss/aux_danger"]
+    assert trained < 0.4, trained  # most kinds are safe: the head learns that much at least
+    assert run(0.0)["loss/aux_danger"] == pytest.approx(math.log(2), abs=0.02)

@@ -81,7 +81,7 @@ def oracle_teacher(path: str | Path) -> PolicyHeads:
     return heads
 
 
-def _kl(p: torch.Tensor, q: torch.Tensor) -> float:
+def mean_kl(p: torch.Tensor, q: torch.Tensor) -> float:
     """mean over rows of KL(p || q), for masked distributions (zeros where illegal)."""
     return float((p * (p.clamp_min(1e-12).log() - q.clamp_min(1e-12).log())).sum(-1).mean())
 
@@ -110,8 +110,8 @@ def measure(teacher: str | Path, reference: str | Path, policies: Mapping[str, s
     rows = {
         name: {
             "dealing_mass": float((p * dealing).sum(-1)[chosen].mean()),
-            "kl_to_reference": _kl(p, dists["reference"]),
-            "kl_to_teacher": _kl(p, full),
+            "kl_to_reference": mean_kl(p, dists["reference"]),
+            "kl_to_teacher": mean_kl(p, full),
         }
         for name, p in dists.items()
     }

@@ -39,10 +39,12 @@ from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
 
 from .safety import RIICHI_OFFSET, OracleSafetyMask, discard_kinds
+from .specs import WIDTH
 
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
 HIDDEN_KEY = "hidden"
 TILE_KEY = "tile_features"  # the trunk's feature map (channels x 34 kinds), with model.tile_head
+DANGER_KEY = "danger_logits"  # per kind: discarding it now deals in (model.danger_head)
 # Auxiliary outputs (logits) and their widths: what BC's `phase.aux` names as `output`.
 AUX_OUTPUTS = {"aux_rank": 4, "aux_tenpai": 3, "aux_danger": 34}
 HIDDEN_GAIN = math.sqrt(2)  # ReLU layers
@@ -90,6 +92,20 @@ class SEResidualBlock(nn.Module):
         return torch.relu(x + y)
 
 
+class DangerHead(nn.Module):
+    """``hidden -> (..., 34)``: the logit that discarding each kind now deals in, a belief about
+    the opponents' hidden waits read from public planes. It learns from `phase.aux` on labels the
+    oracle planes give during training (:func:`meeple_mahjong.safety.ron_kinds`); a checkpoint
+    plays without them."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.danger = orthogonal_linear(hidden, WIDTH, LOGIT_GAIN)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.danger(hidden)
+
+
 class MahjongTrunk(nn.Module):
     """``(..., planes, 34)`` (and the oracle planes when ``oracle_planes`` > 0) -> ``(..., hidden)``."""
 
@@ -106,9 +122,12 @@ class MahjongTrunk(nn.Module):
         hidden: int,
         oracle_planes: int = 0,
         tile_features: bool = False,
+        danger_head: bool = False,
     ) -> None:
         super().__init__()
         self.tile_features = tile_features  # also return the blocks' feature map
+        # also return a DangerHead's logits (inside the trunk, so the carried weights keep their names)
+        self.danger_head = DangerHead(hidden) if danger_head else None
         self.planes = planes
         self.stem = nn.Sequential(
             _conv(planes, channels, 3), nn.GroupNorm(groups, channels), nn.ReLU()
@@ -140,9 +159,12 @@ class MahjongTrunk(nn.Module):
             x = x + self.oracle_stem(oracle.reshape(-1, *oracle.shape[-2:]))
         features = self.blocks(relu(norm(x)))
         y = self.project(self.neck(features)).reshape(*lead, -1)
+        out = [y]
         if self.tile_features:
-            return y, features.reshape(*lead, *features.shape[-2:])
-        return y
+            out.append(features.reshape(*lead, *features.shape[-2:]))
+        if self.danger_head is not None:
+            out.append(self.danger_head(y))
+        return tuple(out) if len(out) > 1 else y
 
     def _split_wide_stem(self, state: dict, prefix: str, *args) -> None:
         """A checkpoint written before the oracle convolution had its own weight (one stem
@@ -179,6 +201,45 @@ class KindLogits(nn.Module):
         out[:, : len(self.discard)] = local[:, 0].index_select(-1, self.discard)
         out[:, RIICHI_OFFSET : RIICHI_OFFSET + len(self.riichi)] = local[:, 1].index_select(-1, self.riichi)
         return out.reshape(*features.shape[:-2], self.num_actions)
+
+
+class DangerShift(nn.Module):
+    """``danger_logits -> (..., 155)``: ``scale * log(1 - p)`` at the actions that give away a kind
+    of danger ``p`` (discards and riichi discards), 0 at the others. ``scale`` is learned and
+    starts at 0, so a carried policy starts unchanged; the belief is detached here, so only its
+    own labels train it and the policy's loss sets how much the policy heeds it.
+
+    Why: a public policy distilled from the oracle teacher kept phase 1's mass on dealing
+    discards (docs/rl_diagnostics.md, section i); this gives it the teacher's main reason in a
+    form it can weigh with one parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.danger_scale = nn.Parameter(torch.zeros(()))
+        kinds = discard_kinds()
+        self.register_buffer("kinds", kinds.clamp_min(0), persistent=False)
+        self.register_buffer("gives", kinds >= 0, persistent=False)
+
+    def forward(self, danger: torch.Tensor) -> torch.Tensor:
+        safe = -nn.functional.softplus(danger.detach())  # log(1 - sigmoid(x))
+        by_action = safe.index_select(-1, self.kinds) * self.gives
+        return self.danger_scale * by_action
+
+
+class Addends(nn.Module):
+    """The sum of several logits addends, each reading its own number of the inputs in order."""
+
+    def __init__(self, *parts: tuple[nn.Module, int]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(m for m, _ in parts)
+        self.inputs = [n for _, n in parts]
+
+    def forward(self, *values: torch.Tensor) -> torch.Tensor:
+        out, at = 0, 0
+        for part, n in zip(self.parts, self.inputs, strict=True):
+            out = out + part(*values[at : at + n])
+            at += n
+        return out
 
 
 class AuxiliaryHeads(nn.Module):
@@ -237,6 +298,7 @@ def build_mahjong_actor_critic(
     tile_head: bool = False,
     detach_critic: bool = False,
     oracle_critic: int = 0,
+    danger_head: bool = False,
     with_aux: bool = False,
 ) -> (
     tuple[ProbabilisticActor, TensorDictModule]
@@ -251,7 +313,9 @@ def build_mahjong_actor_critic(
     ``tile_head`` adds per-kind discard logits from the feature map (:class:`KindLogits`);
     ``detach_critic``: the value loss trains the value head only, not the shared trunk;
     ``oracle_critic`` > 0 adds to the value an :class:`OracleValue` of that many blocks over the
-    public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not.
+    public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not;
+    ``danger_head`` adds a :class:`DangerHead` (writing ``danger_logits``, for `phase.aux`) that
+    the policy reads through a :class:`DangerShift` of its discard logits.
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
@@ -299,15 +363,21 @@ def build_mahjong_actor_critic(
     planes, width = shape
     sizes = {"channels": channels, "groups": groups, "se_ratio": se_ratio, "neck": neck, "hidden": hidden}
     trunk = TensorDictModule(
-        MahjongTrunk(planes, width, blocks=blocks, oracle_planes=oracle_planes, tile_features=tile_head, **sizes),
+        MahjongTrunk(planes, width, blocks=blocks, oracle_planes=oracle_planes, tile_features=tile_head,
+                     danger_head=danger_head, **sizes),  # fmt: skip
         in_keys,
-        [HIDDEN_KEY, TILE_KEY] if tile_head else [HIDDEN_KEY],
+        [HIDDEN_KEY, *([TILE_KEY] if tile_head else []), *([DANGER_KEY] if danger_head else [])],
     )
     num_actions(action_spec)  # a discrete action spec, or a clear error
+    addends = [(KindLogits(channels), TILE_KEY)] if tile_head else []
+    if danger_head:
+        addends.append((DangerShift(), DANGER_KEY))
+    # one addend keeps its own state-dict keys (addend.*), as checkpoints before Addends have them
+    addend = addends[0][0] if len(addends) == 1 else Addends(*((m, 1) for m, _ in addends)) if addends else None
     actor, critic = shared_heads(
         trunk, hidden, observation_spec, action_spec,
         OracleSafetyMask() if oracle_safety else None, (ORACLE_KEY, MASK_KEY) if oracle_safety else (),
-        KindLogits(channels) if tile_head else None, (TILE_KEY,) if tile_head else (),
+        addend, tuple(key for _, key in addends),
         detach_critic=detach_critic,
         value_addend=OracleValue(
             MahjongTrunk(planes, width, blocks=oracle_critic, oracle_planes=oracle_shape[0], **sizes), hidden

@@ -257,18 +257,39 @@ def load_policy_heads(path: str | os.PathLike, *, device: str = "cpu") -> tuple[
     return PolicyHeads(actor, critic, device=device), info
 
 
+def _part_state(ckpt: dict[str, Any], prefix: str) -> dict[str, torch.Tensor]:
+    """The weights a checkpoint saved under ``prefix`` (e.g. ``critic.``), named as in the part."""
+    return {k[len(prefix):].replace("._orig_mod", ""): v
+            for k, v in (ckpt.get("model_state_dict") or {}).items() if k.startswith(prefix)}  # fmt: skip
+
+
+def _load_part(part: torch.nn.Module, state: dict[str, torch.Tensor], file: os.PathLike, name: str) -> torch.nn.Module:
+    try:
+        part.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{file}: the {name} weights do not fit the saved model "
+                              f"({' '.join(str(err).split())[:300]})") from err  # fmt: skip
+    return part
+
+
 def _critic(ckpt: dict[str, Any], file: os.PathLike, config: dict[str, Any]) -> torch.nn.Module | None:
     """The checkpoint's critic, rebuilt like its actor (a second build of the model, whose
     actor is dropped); None when it saved no critic weights."""
-    prefix = "critic."
-    state = {k[len(prefix):].replace("._orig_mod", ""): v
-             for k, v in (ckpt.get("model_state_dict") or {}).items() if k.startswith(prefix)}  # fmt: skip
+    state = _part_state(ckpt, "critic.")
     if not state:
         return None
     _, critic = instantiate(OmegaConf.create(config["model"]))(*_mahjong_specs(config))
-    try:
-        critic.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        raise CheckpointError(f"{file}: the critic weights do not fit the saved model "
-                              f"({' '.join(str(err).split())[:300]})") from err
-    return critic
+    return _load_part(critic, state, file, "critic")
+
+
+def load_aux_heads(path: str | os.PathLike, *, device: str = "cpu") -> torch.nn.Module | None:
+    """The auxiliary module BC trained beside a checkpoint's policy (trunk + the heads of
+    :data:`meeple_mahjong.net.AUX_OUTPUTS`, in eval mode), or None when it saved none (``aux.*``)."""
+    file = checkpoint_file(path)
+    ckpt = load_verified(file, map_location=device)
+    state = _part_state(ckpt, "aux.")
+    if not state:
+        return None
+    config = ckpt.get("config") or {}
+    _, _, aux = instantiate(OmegaConf.create(config["model"]))(*_mahjong_specs(config), with_aux=True)
+    return _load_part(aux, state, file, "auxiliary").to(device).eval()

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
 
+from meeple.phases.aux import auxiliary_loss
 from meeple.phases.lr_schedule import lr_factor
 
 # Metric keys (stable: dashboards, sweeps, early stopping and the pipeline's gates read them).
@@ -114,9 +115,6 @@ def bc_loss(
     return parts
 
 
-AUX_LOSSES = ("ce", "bce")
-
-
 @dataclass(frozen=True)
 class AuxTarget:
     """One auxiliary loss: the model's ``output`` (logits) against the batch's ``target``.
@@ -128,19 +126,6 @@ class AuxTarget:
     output: str
     target: str
     loss: str = "ce"
-
-
-def auxiliary_loss(logits: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tensor:
-    """Per-sample loss of one auxiliary head (float32, also under bf16 autocast)."""
-    logits = logits.float()
-    if loss == "ce":
-        return F.cross_entropy(logits, target.long().reshape(-1), reduction="none")
-    if loss == "bce":
-        per_output = F.binary_cross_entropy_with_logits(
-            logits, target.float().reshape(logits.shape), reduction="none"
-        )
-        return per_output.reshape(len(logits), -1).mean(-1)
-    raise ValueError(f"auxiliary loss {loss!r}; accepted: {', '.join(AUX_LOSSES)}")
 
 
 def category_sums(

@@ -12,9 +12,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from meeple.errors import ConfigError
+from meeple.phases.aux import AUX_LOSSES
 
 SCHEDULES = ("cosine", "constant")
-AUX_LOSSES = ("ce", "bce")  # meeple.phases.bc.module.auxiliary_loss
 
 
 @dataclass

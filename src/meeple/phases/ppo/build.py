@@ -13,6 +13,7 @@ from meeple.env_factory import EnvSource, env_snapshots, env_source
 from meeple.nets.compile import compile_networks
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule, RolloutLearner
+from meeple.phases.ppo.module import AuxTerm
 from meeple.phases.ppo.schema import PPOPhase
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
@@ -30,8 +31,18 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
         **({"diagnostics_every": every} if (every := phase.diagnostics.every_n_rollouts) else {}),
         **({"lr_groups": phase.lr_groups} if phase.lr_groups else {}),
         **({"critic_warmup_rollouts": n} if (n := phase.critic_warmup_rollouts) else {}),
+        **({"aux": _aux_terms(cfg.phase.aux)} if phase.aux else {}),
         **extra,
     )
+
+
+def _aux_terms(nodes: DictConfig) -> dict[str, AuxTerm]:
+    """``phase.aux`` as the module's terms (each ``transform`` node instantiated)."""
+    return {
+        name: AuxTerm(node.output, node.target, node.loss, float(node.coef),
+                      instantiate(node.transform) if node.get("transform") is not None else None)  # fmt: skip
+        for name, node in nodes.items()
+    }
 
 
 def _reference_kl(phase: PPOPhase) -> dict:

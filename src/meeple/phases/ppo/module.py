@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
+from meeple.phases.aux import auxiliary_loss
 from meeple.phases.base import RolloutModule
 from meeple.phases.diagnostics import Member, explained_variance, gradient_split, split_actor_critic
 from meeple.phases.lr_groups import LRGroup, lr_param_groups
@@ -25,6 +27,18 @@ from meeple.tracking.keys import LOSS_TOTAL
 
 # Per-minibatch diagnostics from ClipPPOLoss, logged under train/.
 _DIAGNOSTICS = ("clip_fraction", "kl_approx", "entropy", "ESS", "explained_variance")
+
+
+@dataclass(frozen=True)
+class AuxTerm:
+    """An auxiliary loss on the actor's ``output`` against the batch's ``target`` key
+    (``transform(target)`` when given), weighted by ``coef`` (``phase.aux``)."""
+
+    output: str
+    target: str
+    loss: str = "bce"
+    coef: float = 1.0
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 class PPOModule(RolloutModule):
@@ -47,6 +61,7 @@ class PPOModule(RolloutModule):
         diagnostics_every: int = 0,
         lr_groups: Mapping[str, LRGroup] | None = None,
         critic_warmup_rollouts: int = 0,
+        aux: Mapping[str, AuxTerm] | None = None,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
         self.diagnostics_every = diagnostics_every  # rollouts between gradient splits; 0: off
@@ -63,6 +78,7 @@ class PPOModule(RolloutModule):
         # what trains then: the critic's own parameters, not the trunk it may share with the actor
         head = split_actor_critic(actor, critic)["critic_head"] if critic_warmup_rollouts else []
         self._critic_head = frozenset(id(p) for p, _ in head)
+        self.aux = dict(aux or {})  # auxiliary losses on outputs the actor writes beside its logits
         self.anneal_lr = anneal_lr
         self.loss_module = ClipPPOLoss(
             actor,
@@ -173,7 +189,27 @@ class PPOModule(RolloutModule):
             return cache["dist"]
 
         terms["extra"] = self.extra_terms(batch, losses, policy, metrics)
+        if self.aux:
+            terms["aux"] = self.aux_terms(batch, policy, metrics)
         return terms, metrics
+
+    def aux_terms(self, batch: TensorDictBase, policy: Callable,
+                  metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:  # fmt: skip
+        """sum of coef * mean auxiliary loss (``loss/aux_<name>``), on the outputs the actor's
+        forward (``policy()``) wrote into ``batch``."""
+        policy()
+        total: torch.Tensor | float = 0.0
+        for name, term in self.aux.items():
+            if term.output not in batch.keys():
+                raise KeyError(f"phase.aux.{name}.output={term.output!r}: the actor wrote no such key "
+                               f"(it wrote {sorted(batch.keys())}); accepted: an output of the model's actor")  # fmt: skip
+            target = batch.get(term.target)
+            if term.transform is not None:
+                target = term.transform(target)
+            loss = auxiliary_loss(batch.get(term.output), target, term.loss).mean()
+            metrics[f"loss/aux_{name}"] = loss.detach()
+            total = total + term.coef * loss
+        return total
 
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from meeple.config.schema import require
 from meeple.errors import ConfigError
+from meeple.phases.aux import AUX_LOSSES
 from meeple.phases.lr_groups import LRGroup
 
 
@@ -48,6 +49,20 @@ class Diagnostics:
 
 
 @dataclass
+class PPOAux:
+    """One auxiliary loss: the actor's ``output`` logits (a key its forward writes) against the
+    rollout's ``target`` key, passed through ``transform`` first when given (a `_target_` node of
+    a function, ``_partial_: true``: e.g. labels computed from privileged planes the policy does
+    not read), weighted by ``coef``."""
+
+    output: str = "???"
+    target: str = "???"
+    loss: str = "bce"  # ce (class index target) | bce (0/1 target per output)
+    coef: float = 1.0
+    transform: Any = None
+
+
+@dataclass
 class PPOPhase:
     name: str
     module: Any
@@ -66,6 +81,7 @@ class PPOPhase:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     lr_groups: dict[str, LRGroup] = field(default_factory=dict)  # name -> {params: [globs], lr}
     critic_warmup_rollouts: int = 0  # first rollouts train the value head only (policy frozen)
+    aux: dict[str, PPOAux] = field(default_factory=dict)  # name -> auxiliary loss on the actor's outputs
 
 
 def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
@@ -85,6 +101,9 @@ def check_ppo(cfg: DictConfig, phase: PPOPhase) -> None:
             "an integer >= 0 (0: off)")
     require(phase.diagnostics.every_n_rollouts >= 0, "phase.diagnostics.every_n_rollouts",
             phase.diagnostics.every_n_rollouts, "an integer >= 0 (0: off)")
+    for name, aux in phase.aux.items():
+        require(aux.loss in AUX_LOSSES, f"phase.aux.{name}.loss", aux.loss, ", ".join(AUX_LOSSES))
+        require(aux.coef >= 0, f"phase.aux.{name}.coef", aux.coef, "a float >= 0")
     for name in ("every_n_rollouts", "episodes", "max_steps"):
         require(getattr(phase.eval, name) >= 1, f"phase.eval.{name}", getattr(phase.eval, name), "an integer >= 1")
 
