@@ -313,14 +313,16 @@ def test_ppo_trains_the_danger_head_on_the_oracle_labels(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from meeple.cli.train import train
 
+    labels = "{_target_: meeple_mahjong.safety.ron_kinds, _partial_: true}"
+
     def run(coef: float) -> dict:
         return train(compose_config([
             "env=mahjong", "model=mahjong_resnet", "phase=ppo", "debug=tiny", "tracking=none",
             "callbacks.progress=null", "checkpoint=none", "env.num_envs=8", "env.oracle=true",
             "phase.rollout_steps=32", "phase.total_frames=2048", "phase.minibatch_size=64",
             "model.danger_head=true", "+phase.lr_groups.new={params: ['*danger*'], lr: 0.01}",
-            "+phase.aux.danger={output: danger_logits, target: oracle, loss: bce, coef: %s, "
-            "transform: {_target_: meeple_mahjong.safety.ron_kinds, _partial_: true}}" % coef,
+            f"+phase.aux.danger={{output: danger_logits, target: oracle, loss: bce, coef: {coef}, "
+            f"transform: {labels}}}",
             *(f"model.{k}={v}" for k, v in TINY.items()),
         ]))  # fmt: skip
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
 
-from meeple.phases.aux import auxiliary_loss
+from meeple.phases.aux import AuxTarget, auxiliary_loss  # noqa: F401 (AuxTarget: BC's public name)
 from meeple.phases.lr_schedule import lr_factor
 
 # Metric keys (stable: dashboards, sweeps, early stopping and the pipeline's gates read them).
@@ -113,19 +112,6 @@ def bc_loss(
         parts["value_sum"] = squared.detach().sum()
     parts["loss"] = loss
     return parts
-
-
-@dataclass(frozen=True)
-class AuxTarget:
-    """One auxiliary loss: the model's ``output`` (logits) against the batch's ``target``.
-
-    ``ce``: cross-entropy over classes (target: class index); ``bce``: binary cross-entropy per
-    output, averaged over the outputs (target: 0/1 of the same shape as the logits).
-    """
-
-    output: str
-    target: str
-    loss: str = "ce"
 
 
 def category_sums(

@@ -11,9 +11,9 @@ from omegaconf import DictConfig
 from meeple.data.collectors import collector_options
 from meeple.env_factory import EnvSource, env_snapshots, env_source
 from meeple.nets.compile import compile_networks
+from meeple.phases.aux import AuxTarget
 from meeple.phases.parts import PhaseParts
 from meeple.phases.ppo.data import RolloutDataModule, RolloutLearner
-from meeple.phases.ppo.module import AuxTerm
 from meeple.phases.ppo.schema import PPOPhase
 from meeple.seeding import Component, PhaseSeeds, seed_process
 
@@ -36,10 +36,10 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
     )
 
 
-def _aux_terms(nodes: DictConfig) -> dict[str, AuxTerm]:
+def _aux_terms(nodes: DictConfig) -> dict[str, AuxTarget]:
     """``phase.aux`` as the module's terms (each ``transform`` node instantiated)."""
     return {
-        name: AuxTerm(node.output, node.target, node.loss, float(node.coef),
+        name: AuxTarget(node.output, node.target, node.loss, float(node.coef),
                       instantiate(node.transform) if node.get("transform") is not None else None)  # fmt: skip
         for name, node in nodes.items()
     }

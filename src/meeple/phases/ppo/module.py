@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
-from meeple.phases.aux import auxiliary_loss
+from meeple.phases.aux import AuxTarget, auxiliary_loss
 from meeple.phases.base import RolloutModule
 from meeple.phases.diagnostics import Member, explained_variance, gradient_split, split_actor_critic
 from meeple.phases.lr_groups import LRGroup, lr_param_groups
@@ -27,18 +26,6 @@ from meeple.tracking.keys import LOSS_TOTAL
 
 # Per-minibatch diagnostics from ClipPPOLoss, logged under train/.
 _DIAGNOSTICS = ("clip_fraction", "kl_approx", "entropy", "ESS", "explained_variance")
-
-
-@dataclass(frozen=True)
-class AuxTerm:
-    """An auxiliary loss on the actor's ``output`` against the batch's ``target`` key
-    (``transform(target)`` when given), weighted by ``coef`` (``phase.aux``)."""
-
-    output: str
-    target: str
-    loss: str = "bce"
-    coef: float = 1.0
-    transform: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 class PPOModule(RolloutModule):
@@ -61,7 +48,7 @@ class PPOModule(RolloutModule):
         diagnostics_every: int = 0,
         lr_groups: Mapping[str, LRGroup] | None = None,
         critic_warmup_rollouts: int = 0,
-        aux: Mapping[str, AuxTerm] | None = None,
+        aux: Mapping[str, AuxTarget] | None = None,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
         self.diagnostics_every = diagnostics_every  # rollouts between gradient splits; 0: off
