@@ -326,6 +326,10 @@ def test_ppo_trains_the_danger_head_on_the_oracle_labels(tmp_path, monkeypatch):
             *(f"model.{k}={v}" for k, v in TINY.items()),
         ]))  # fmt: skip
 
+    with pytest.raises(ConfigError, match=r"phase.aux.danger.output='danger_logits' is not an output of the model's actor"):
+        train(compose_config(["env=mahjong", "model=mahjong_resnet", "phase=ppo", "debug=tiny", "tracking=none",
+                              "env.oracle=true", "+phase.aux.danger={output: danger_logits, target: oracle}",
+                              *(f"model.{k}={v}" for k, v in TINY.items())]))  # fmt: skip  (no danger_head)
     trained = run(1.0)["loss/aux_danger"]
     assert trained < 0.4, trained  # most kinds are safe: the head learns that much at least
     assert run(0.0)["loss/aux_danger"] == pytest.approx(math.log(2), abs=0.02)

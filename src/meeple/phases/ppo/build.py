@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from meeple.data.collectors import collector_options
 from meeple.env_factory import EnvSource, env_snapshots, env_source
+from meeple.errors import ConfigError
 from meeple.nets.compile import compile_networks
 from meeple.phases.aux import AuxTarget
 from meeple.phases.parts import PhaseParts
@@ -21,6 +22,12 @@ from meeple.seeding import Component, PhaseSeeds, seed_process
 def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
     """``phase.module`` around ``networks`` with the optimiser, LR schedule, clipping and loss
     terms (``extra``: what a phase built on PPO adds)."""
+    written = [k if isinstance(k, str) else "/".join(k) for k in getattr(networks[0], "out_keys", [])]
+    for name, aux in phase.aux.items():
+        if aux.output not in written:
+            raise ConfigError(f"phase.aux.{name}.output={aux.output!r} is not an output of the model's actor "
+                              f"(it writes {', '.join(written)}); accepted: one of those, or a model option "
+                              "that adds that head")  # fmt: skip
     return instantiate(cfg.phase.module)(
         *networks,
         optimizer=instantiate(cfg.phase.optimizer),
