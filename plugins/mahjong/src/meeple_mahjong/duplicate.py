@@ -308,7 +308,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
         return BotTable(east_only=a.east_only), names, {}
     import torch  # only a policy needs torch
 
-    from meeple.checkpoint.io import file_sha256
+    from meeple.checkpoint.io import file_sha256, read_sidecar
     from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
     from meeple_mahjong.safety import safe_policy
 
@@ -332,8 +332,10 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
             if safe:
                 fn = safe_policy(fn)
             policies[player] = (key, fn)
-        # the digest names the network by content: pooling accepts one file under two paths
-        info[role] = {"checkpoint": loaded["file"], "checkpoint_sha256": file_sha256(loaded["file"]),
+        # the digest names the network by content: pooling accepts one file under two paths. The
+        # load verified the file against its sidecar, so the sidecar's digest is the file's.
+        digest = read_sidecar(Path(loaded["file"])) or file_sha256(loaded["file"])
+        info[role] = {"checkpoint": loaded["file"], "checkpoint_sha256": digest,
                       "checkpoint_global_step": loaded["global_step"],
                       **({"safe": True} if safe else {}),
                       "model": loaded["config"]["model"].get("_target_")}  # fmt: skip

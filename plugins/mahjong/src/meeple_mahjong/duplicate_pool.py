@@ -79,15 +79,14 @@ def _digests(s: dict[str, Any]) -> dict[str, str | None]:
             "opponent": (s.get("opponent_policy") or {}).get("checkpoint_sha256")}  # fmt: skip
 
 
-def _differs(a: dict[str, Any], b: dict[str, Any], key: str, role_b: str | None = None) -> bool:
-    """Whether summary ``a``'s ``key`` player and ``b``'s ``role_b`` (default: the same key) are
-    different players: networks by content when both summaries record the digest (one file
-    copied to two run folders is one player), else by path; bots by name."""
-    role_b = role_b or key
-    da, db = _digests(a).get(key), _digests(b).get(role_b)
+def _differs(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
+    """Whether summaries ``a`` and ``b`` name different ``key`` players: networks by content when
+    both record the digest (one file copied to two run folders is one player), else by path;
+    bots by name."""
+    da, db = _digests(a).get(key), _digests(b).get(key)
     if da and db:
         return da != db
-    return players(a)[key] != players(b)[role_b]
+    return players(a)[key] != players(b)[key]
 
 
 def _side(summaries: Sequence[dict[str, Any]], role: str, ranks: list[float]) -> dict[str, Any]:

@@ -227,19 +227,14 @@ class DangerShift(nn.Module):
 
 
 class Addends(nn.Module):
-    """The sum of several logits addends, each reading its own number of the inputs in order."""
+    """The sum of several logits addends, the i-th reading the i-th input."""
 
-    def __init__(self, *parts: tuple[nn.Module, int]) -> None:
+    def __init__(self, *parts: nn.Module) -> None:
         super().__init__()
-        self.parts = nn.ModuleList(m for m, _ in parts)
-        self.inputs = [n for _, n in parts]
+        self.parts = nn.ModuleList(parts)
 
     def forward(self, *values: torch.Tensor) -> torch.Tensor:
-        out, at = 0, 0
-        for part, n in zip(self.parts, self.inputs, strict=True):
-            out = out + part(*values[at : at + n])
-            at += n
-        return out
+        return sum(part(value) for part, value in zip(self.parts, values, strict=True))
 
 
 class AuxiliaryHeads(nn.Module):
@@ -373,7 +368,7 @@ def build_mahjong_actor_critic(
     if danger_head:
         addends.append((DangerShift(), DANGER_KEY))
     # one addend keeps its own state-dict keys (addend.*), as checkpoints before Addends have them
-    addend = addends[0][0] if len(addends) == 1 else Addends(*((m, 1) for m, _ in addends)) if addends else None
+    addend = addends[0][0] if len(addends) == 1 else Addends(*(m for m, _ in addends)) if addends else None
     actor, critic = shared_heads(
         trunk, hidden, observation_spec, action_spec,
         OracleSafetyMask() if oracle_safety else None, (ORACLE_KEY, MASK_KEY) if oracle_safety else (),

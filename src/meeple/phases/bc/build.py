@@ -15,9 +15,10 @@ from meeple.env_factory import env_source
 from meeple.errors import ConfigError
 from meeple.nets.actor_critic import observation_shape
 from meeple.nets.compile import compile_networks
+from meeple.phases.aux import AuxTarget
 from meeple.phases.bc.data import DemonstrationDataModule, ExternalDataModule
 from meeple.phases.bc.dataset import DatasetError, Demonstrations, load_demonstrations
-from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, AuxTarget, BCModule
+from meeple.phases.bc.module import BEST_METRIC, BEST_MODE, BCModule
 from meeple.phases.bc.record import checkpoint_policy, record_to, scripted_policy
 from meeple.phases.bc.schema import BCPhase, BCRecord
 from meeple.phases.parts import PhaseParts

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictSequential
 
-from meeple.phases.aux import AuxTarget, auxiliary_loss  # noqa: F401 (AuxTarget: BC's public name)
+from meeple.phases.aux import AuxTarget, auxiliary_loss
 from meeple.phases.lr_schedule import lr_factor
 
 # Metric keys (stable: dashboards, sweeps, early stopping and the pipeline's gates read them).

@@ -34,9 +34,6 @@ def build_packed_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds) -> PhasePa
             f"env.factory built {type(probe).__name__}, which does not implement "
             "meeple.envs.packed_env.PackedEnv (reset, step, render_packed_into, episode_stats)"
         )
-    if phase.aux:
-        raise ConfigError(f"phase.aux={sorted(phase.aux)}: phase=packed_ppo's network writes no auxiliary outputs; "
-                          "accepted: phase.aux={} (phase=ppo trains auxiliary heads)")  # fmt: skip
     seed_process(seeds.seed(Component.MODEL_INIT))
     net = instantiate(cfg.model)(probe.frames_per_obs, probe.num_actions)
     module = build_ppo_module(cfg, phase, net)

@@ -26,7 +26,7 @@ def build_ppo_module(cfg: DictConfig, phase: PPOPhase, *networks, **extra):
     for name, aux in phase.aux.items():
         if aux.output not in written:
             raise ConfigError(f"phase.aux.{name}.output={aux.output!r} is not an output of the model's actor "
-                              f"(it writes {', '.join(written)}); accepted: one of those, or a model option "
+                              f"(it writes {', '.join(written) or 'no named outputs'}); accepted: one of those, or a model option "
                               "that adds that head")  # fmt: skip
     return instantiate(cfg.phase.module)(
         *networks,
