@@ -154,3 +154,14 @@ def test_copies_are_full_verified_files(tmp_path, flip_byte):
     flip_byte(src)
     with pytest.raises(ChecksumMismatch):
         copy_verified(src, tmp_path / "gates" / "other.pt")
+
+
+def test_resume_takes_a_durable_file_newer_than_latest(tmp_path):
+    # A process that dies after a checkpoint is durable and before its queued link update (a DDP
+    # rank 0 leaving by os._exit) leaves latest.pt one save behind: resume takes the newer file.
+    from meeple.checkpoint.callback import select_resume_checkpoint
+
+    for step in (16, 32, 48):
+        save_atomic(_checkpoint(step), tmp_path / f"ckpt_phase0_step{step:08d}.pt")
+    replace_symlink(tmp_path / "latest.pt", "ckpt_phase0_step00000032.pt")
+    assert select_resume_checkpoint(tmp_path, 0, AtomicCheckpointIO()).name == "ckpt_phase0_step00000048.pt"

@@ -254,10 +254,15 @@ def load_gate(path: str | Path, *, map_location: Any = None) -> dict[str, Any]:
 
 # -- resume ------------------------------------------------------------------------------------
 def resume_candidates(folder: Path, phase: int) -> list[Path]:
-    """``latest.pt``'s target first, then every retained checkpoint, newest first."""
+    """Every retained checkpoint, newest (highest step) first.
+
+    ``latest.pt`` names the newest save, except when the process died after a file became durable
+    and before the link moved (the link is a queued task after the write; a DDP run whose peer died
+    leaves by ``os._exit``). That newer file is complete and verified, so the step decides, not the
+    link; a link to a file outside the naming scheme still comes first."""
     latest = link_target(folder / LATEST)
-    older = [p.resolve() for p in reversed(list_checkpoints(folder, phase))]
-    return ([latest] if latest else []) + [p for p in older if p != latest]
+    saved = [p.resolve() for p in reversed(list_checkpoints(folder, phase))]
+    return ([latest] if latest and latest not in saved else []) + saved
 
 
 def select_resume_checkpoint(folder: Path, phase: int, io: AtomicCheckpointIO) -> Path | None:
