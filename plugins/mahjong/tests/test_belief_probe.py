@@ -44,7 +44,34 @@ def test_the_probe_reads_the_bc_belief_and_prices_the_shifts(gates, tmp_path, ca
         assert all(b <= a + 1e-9 for a, b in zip(masses, masses[1:], strict=False))  # a shift away only lowers it
     assert r["curves"]["oracle"][-1]["dealing_mass"] < 0.5 * r["curves"]["oracle"][0]["dealing_mass"]
     assert png.stat().st_size > 0 and "within a decision" in capsys.readouterr().out
+    assert sum(row["choices"] for row in r["by_threat"].values()) == r["choices"]
+
+    # the rules as the belief, on the same decisions, score what the network's run printed for them
+    rules = tmp_path / "rules.json"
+    assert belief_probe.main([*argv[2:8], "--belief", "rules", "--reference", str(gates["phase1"]), "--out", str(rules)]) == 0
+    ruled = json.loads(rules.read_text())
+    assert ruled["source"].startswith("public defence rules") and ruled["choices"] == r["choices"]
+    assert ruled["auc_within"] == pytest.approx(r["rules_auc_within"]) == pytest.approx(ruled["rules_auc_within"])
+    with pytest.raises(SystemExit) as refused:
+        belief_probe.main(["--belief", "rules"])
+    assert refused.value.code == 2 and "needs --reference" in capsys.readouterr().err
     # the teacher's gate has neither a danger head nor BC's auxiliary heads: one line
     assert belief_probe.main(["--belief", str(gates["teacher"]), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("meeple: error:") and "no belief to probe" in err and err.count("\n") == 1
+
+
+def test_the_rules_read_genbutsu_suji_and_who_threatens():
+    obs = torch.zeros(1, 84, 34)
+    obs[0, 8 + 14 * 1 + 11] = 1  # opponent 1 (right) declared riichi
+    obs[0, 64 + 0, 0] = 1  # 1m: genbutsu against it
+    obs[0, 67 + 0, 3] = 1  # 4m: suji against it
+    obs[0, 64 : 64 + 3, 8] = 1  # 9m: genbutsu against everyone
+    obs[0, 8 + 14 * 2 + 9, 20] = 6 / 4  # opponent 2 has two calls (six tiles in melds)
+    obs[0, 64 + 0, 30] = obs[0, 64 + 2, 30] = 1  # N: genbutsu against 1 and 3, not 2 (two calls)
+    danger = belief_probe.rule_belief(obs)[0]
+    assert danger[8] == 0 and danger[1] == pytest.approx(1.0)  # safe against all / live against riichi
+    assert danger[3] == pytest.approx(0.4)  # suji cuts the riichi player's danger by 0.6
+    assert danger[0] == pytest.approx(0.3) and danger[30] == pytest.approx(0.3)  # left: the two-call hand
+    obs[0, 64 + 1, 0] = 1  # 1m now genbutsu against the two-call hand too: only "anyone" (0.05) is left
+    assert belief_probe.rule_belief(obs)[0, 0] == pytest.approx(0.05)

@@ -14,7 +14,13 @@ safe (:func:`meeple_mahjong.safety.ron_kinds`), and the probe reports:
   (public) or by ``-w`` on the dealing kinds (the oracle's labels, a perfect belief), as the
   mass left on dealing discards against the KL paid to the reference, for a range of ``w``.
 
+Beside each belief the probe scores a strong player's defence rules read from the same public
+planes (:func:`rule_belief`: genbutsu, suji, kabe and visible honours, weighted by who threatens),
+and splits the within-decision AUC by who would ron (a riichi player, or a closed/open hand that
+has not declared), so a network belief is read against what the planes give without learning.
+
     python -m meeple_mahjong.belief_probe --belief RUN/gates/phase1.pt --plot belief.png
+    python -m meeple_mahjong.belief_probe --belief rules --reference RUN/gates/phase1.pt
 """
 
 from __future__ import annotations
@@ -38,16 +44,51 @@ from meeple.nets.actor_critic import MASK_KEY
 from .distill_targets import decisions, mean_kl
 from .net import DANGER_KEY, OBS_KEY
 from .policy import load_aux_heads, load_policy_actor, load_policy_heads
-from .safety import avoidable, dealing_actions, discard_kinds, ron_kinds
+from .safety import avoidable, dealing_actions, discard_kinds, ron_kinds, ron_kinds_by_opponent
 from .specs import NUM_ACTIONS
 
 PUBLIC_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 ORACLE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+RULES = "rules"  # --belief rules: rule_belief, no network
+
+# Public planes (docs/mahjong_encoding.md) the rules read; opponent i = relative seat 1..3.
+_SEAT_BLOCK, _MELD_TILES, _RIICHI = 14, 9, 11  # plane 8 + 14 * i + j
+_GENBUTSU, _SUJI, _VISIBLE, _NO_CHANCE, _ONE_CHANCE = 64, 67, 73, 74, 75
+_HONOURS = slice(27, 34)
+
+
+def _seat_plane(obs: torch.Tensor, j: int) -> torch.Tensor:
+    """(N, 3, 34): plane ``8 + 14 * i + j`` of opponents i = 1..3."""
+    return torch.stack([obs[:, 8 + _SEAT_BLOCK * i + j] for i in (1, 2, 3)], 1)
+
+
+def rule_belief(obs: torch.Tensor) -> torch.Tensor:
+    """Per-kind danger in [0, 1] from the public planes by a strong player's rules, no learning:
+    against each opponent, a kind it cannot ron (genbutsu) is safe, suji and kabe (no-chance,
+    one-chance) cut the danger, and an honour with half its copies visible is half as likely; the
+    opponent weighs as its threat (riichi 1, two or more calls 0.3, anyone else 0.05). The danger
+    of a kind is its largest over the opponents."""
+    riichi = _seat_plane(obs, _RIICHI)[..., 0] > 0.5
+    calls = _seat_plane(obs, _MELD_TILES).sum(-1) * 4 / 3  # tiles in melds / 3
+    threat = 0.05 + riichi.float() * 0.95 + (~riichi & (calls >= 2)).float() * 0.25
+    honour = torch.zeros(obs.shape[-1])
+    honour[_HONOURS] = 1
+    public = ((1 - 0.7 * obs[:, _NO_CHANCE]) * (1 - 0.3 * obs[:, _ONE_CHANCE])
+              * (1 - 0.5 * honour * (obs[:, _VISIBLE] >= 0.5))).unsqueeze(1)  # fmt: skip
+    per_opponent = (1 - obs[:, _GENBUTSU : _GENBUTSU + 3]) * (1 - 0.6 * obs[:, _SUJI : _SUJI + 3]) * public
+    return (threat.unsqueeze(-1) * per_opponent).amax(1)
+
+
+def _rules_as_logits(obs: torch.Tensor) -> torch.Tensor:
+    return torch.logit(rule_belief(obs).clamp(1e-4, 1 - 1e-4))
 
 
 def load_belief(path: str | Path):
     """``fn(observation [N, 84, 34]) -> logits [N, 34]`` and where it came from: the actor's
-    ``danger_logits`` (``model.danger_head``), else the BC auxiliary ``aux_danger`` head."""
+    ``danger_logits`` (``model.danger_head``), else the BC auxiliary ``aux_danger`` head
+    (``"rules"``: :func:`rule_belief`)."""
+    if str(path) == RULES:
+        return _rules_as_logits, "public defence rules (genbutsu, suji, kabe; riichi > 2 calls > anyone)"
     actor, info = load_policy_actor(path)
     if info["config"]["model"].get("danger_head"):
         actor.eval()
@@ -113,6 +154,9 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
     legal = torch.zeros_like(label)  # legal discard kinds of each decision
     legal.scatter_reduce_(1, kinds[gives].expand(len(obs), -1), mask[:, gives], "amax")
     pc, lc, gc = p[chosen], label[chosen], legal[chosen]
+    rules = rule_belief(obs)[chosen]
+    by_riichi = _dealt_by_riichi(obs, oracle)[chosen]
+    threats = {"riichi": by_riichi, "other": ~by_riichi}  # every dealing kind a riichi player's, or not
     probs = load_policy_heads(reference)[0](obs, mask)[0]
     log_probs = probs.clamp_min(1e-12).log()
     p_action = p.index_select(-1, kinds.clamp_min(0)) * gives
@@ -129,10 +173,22 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
         "auc_all": auc(p[legal], label[legal]),
         "auc_choices": auc(pc[gc], lc[gc]),
         "auc_within": _within(pc, gc & lc, gc & ~lc),
+        "rules_auc_within": _within(rules, gc & lc, gc & ~lc),
+        "by_threat": {name: {"choices": int(rows.sum()),
+                             "auc_within": _within(pc[rows], (gc & lc)[rows], (gc & ~lc)[rows]),
+                             "rules_auc_within": _within(rules[rows], (gc & lc)[rows], (gc & ~lc)[rows])}
+                      for name, rows in threats.items() if rows.any()},  # fmt: skip
         "mean_p_dealing": float(pc[gc & lc].mean()),
         "mean_p_safe": float(pc[gc & ~lc].mean()),
         "curves": curves,
     }
+
+
+def _dealt_by_riichi(obs: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
+    """bool (N,): every kind some opponent could ron now is ronned by an opponent in riichi."""
+    riichi = (_seat_plane(obs, _RIICHI)[..., 0] > 0.5).unsqueeze(-1)  # (N, 3, 1)
+    by = ron_kinds_by_opponent(oracle)  # (N, 3, 34)
+    return (by & riichi).any((1, 2)) & ~(by & ~riichi).any((1, 2))
 
 
 def plot(result: dict[str, Any], path: Path, title: str) -> None:
@@ -157,7 +213,8 @@ def plot(result: dict[str, Any], path: Path, title: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = OneLineParser(prog="python -m meeple_mahjong.belief_probe", description=__doc__.split("\n\n")[0])
     p.add_argument("--belief", required=True,
-                   help="a checkpoint with a deal-in belief: a phase-1 gate (aux_danger) or model.danger_head")
+                   help="a checkpoint with a deal-in belief: a phase-1 gate (aux_danger) or model.danger_head; "
+                        "'rules': the public defence rules")
     p.add_argument("--reference", default=None, help="the policy that acts and is shifted (default: --belief's)")
     p.add_argument("--tables", type=int, default=64)
     p.add_argument("--steps", type=int, default=200, help="env steps: decisions = tables x steps")
@@ -167,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.tables < 1 or a.steps < 1:
         p.error(f"--tables {a.tables} --steps {a.steps}; accepted: both >= 1")
+    if a.belief == RULES and not a.reference:
+        p.error("--belief rules needs --reference: the policy that acts and is shifted")
     reference = a.reference or a.belief
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -184,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"AUC over legal kinds {result['auc_all']:.3f}; on those decisions {result['auc_choices']:.3f}; "
           f"within a decision {result['auc_within']:.3f}; mean p dealing {result['mean_p_dealing']:.3f} "
           f"vs safe {result['mean_p_safe']:.3f}")  # fmt: skip
+    print(f"the public defence rules, on the same decisions: within a decision {result['rules_auc_within']:.3f}")
+    print(f"{'who would ron':14s} {'decisions':>9s} {'belief':>7s} {'rules':>7s}  (AUC within a decision)")
+    for name, row in result["by_threat"].items():
+        print(f"{name:14s} {row['choices']:9d} {row['auc_within']:7.3f} {row['rules_auc_within']:7.3f}")
     print(f"{'shift':8s} {'w':>6s} {'dealing mass':>13s} {'KL to reference':>16s}")
     for name, rows in result["curves"].items():
         for r in rows:

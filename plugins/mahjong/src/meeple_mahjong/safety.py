@@ -39,11 +39,16 @@ def discard_kinds() -> torch.Tensor:
     return kind
 
 
-def ron_kinds(oracle: torch.Tensor) -> torch.Tensor:
-    """bool (..., 34): kinds some opponent could ron now."""
+def ron_kinds_by_opponent(oracle: torch.Tensor) -> torch.Tensor:
+    """bool (..., 3, 34): kinds opponent i (relative seat i + 1) could ron now."""
     waits = torch.stack([oracle[..., OPPONENT_PLANES * i + WAITS, :] for i in range(3)], -2) > 0.5
     furiten = torch.stack([oracle[..., OPPONENT_PLANES * i + FURITEN, 0] for i in range(3)], -1) > 0.5
-    return (waits & ~furiten.unsqueeze(-1)).any(-2)
+    return waits & ~furiten.unsqueeze(-1)
+
+
+def ron_kinds(oracle: torch.Tensor) -> torch.Tensor:
+    """bool (..., 34): kinds some opponent could ron now."""
+    return ron_kinds_by_opponent(oracle).any(-2)
 
 
 def dealing_actions(oracle: torch.Tensor, mask: torch.Tensor, kinds: torch.Tensor) -> torch.Tensor:
