@@ -45,6 +45,7 @@ def test_the_probe_reads_the_bc_belief_and_prices_the_shifts(gates, tmp_path, ca
     assert r["curves"]["oracle"][-1]["dealing_mass"] < 0.5 * r["curves"]["oracle"][0]["dealing_mass"]
     assert png.stat().st_size > 0 and "within a decision" in capsys.readouterr().out
     assert sum(row["choices"] for row in r["by_threat"].values()) == r["choices"]
+    assert 0 <= r["rules_tenpai_auc_within"] <= 1
 
     # the rules as the belief, on the same decisions, score what the network's run printed for them
     rules = tmp_path / "rules.json"
@@ -73,5 +74,9 @@ def test_the_rules_read_genbutsu_suji_and_who_threatens():
     assert danger[8] == 0 and danger[1] == pytest.approx(1.0)  # safe against all / live against riichi
     assert danger[3] == pytest.approx(0.4)  # suji cuts the riichi player's danger by 0.6
     assert danger[0] == pytest.approx(0.3) and danger[30] == pytest.approx(0.3)  # left: the two-call hand
+    # who threatens, given instead (the probe's oracle tenpai flags): only the riichi player is tenpai,
+    # so the two-call hand and the 0.05 floor drop out
+    given = belief_probe.rule_belief(obs, threat=torch.tensor([[1.0, 0.0, 0.0]]))[0]
+    assert given[0] == given[8] == given[30] == 0 and given[1] == 1 and given[3] == pytest.approx(0.4)
     obs[0, 64 + 1, 0] = 1  # 1m now genbutsu against the two-call hand too: only "anyone" (0.05) is left
     assert belief_probe.rule_belief(obs)[0, 0] == pytest.approx(0.05)

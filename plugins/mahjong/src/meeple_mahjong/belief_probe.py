@@ -62,15 +62,17 @@ def _seat_plane(obs: torch.Tensor, j: int) -> torch.Tensor:
     return torch.stack([obs[:, 8 + _SEAT_BLOCK * i + j] for i in (1, 2, 3)], 1)
 
 
-def rule_belief(obs: torch.Tensor) -> torch.Tensor:
+def rule_belief(obs: torch.Tensor, threat: torch.Tensor | None = None) -> torch.Tensor:
     """Per-kind danger in [0, 1] from the public planes by a strong player's rules, no learning:
     against each opponent, a kind it cannot ron (genbutsu) is safe, suji and kabe (no-chance,
     one-chance) cut the danger, and an honour with half its copies visible is half as likely; the
     opponent weighs as its threat (riichi 1, two or more calls 0.3, anyone else 0.05). The danger
-    of a kind is its largest over the opponents."""
-    riichi = _seat_plane(obs, _RIICHI)[..., 0] > 0.5
-    calls = _seat_plane(obs, _MELD_TILES).sum(-1) * 4 / 3  # tiles in melds / 3
-    threat = 0.05 + riichi.float() * 0.95 + (~riichi & (calls >= 2)).float() * 0.25
+    of a kind is its largest over the opponents. ``threat`` (N, 3) replaces those weights (the
+    probe passes the oracle's tenpai flags: what knowing who can win adds)."""
+    if threat is None:
+        riichi = _seat_plane(obs, _RIICHI)[..., 0] > 0.5
+        calls = _seat_plane(obs, _MELD_TILES).sum(-1) * 4 / 3  # tiles in melds / 3
+        threat = 0.05 + riichi.float() * 0.95 + (~riichi & (calls >= 2)).float() * 0.25
     honour = torch.zeros(obs.shape[-1])
     honour[_HONOURS] = 1
     public = ((1 - 0.7 * obs[:, _NO_CHANCE]) * (1 - 0.3 * obs[:, _ONE_CHANCE])
@@ -155,6 +157,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
     legal.scatter_reduce_(1, kinds[gives].expand(len(obs), -1), mask[:, gives], "amax")
     pc, lc, gc = p[chosen], label[chosen], legal[chosen]
     rules = rule_belief(obs)[chosen]
+    tenpai = rule_belief(obs, threat=ron_kinds_by_opponent(oracle).any(-1).float())[chosen]
     by_riichi = _dealt_by_riichi(obs, oracle)[chosen]
     threats = {"riichi": by_riichi, "other": ~by_riichi}  # every dealing kind a riichi player's, or not
     probs = load_policy_heads(reference)[0](obs, mask)[0]
@@ -174,6 +177,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
         "auc_choices": auc(pc[gc], lc[gc]),
         "auc_within": _within(pc, gc & lc, gc & ~lc),
         "rules_auc_within": _within(rules, gc & lc, gc & ~lc),
+        "rules_tenpai_auc_within": _within(tenpai, gc & lc, gc & ~lc),
         "by_threat": {name: {"choices": int(rows.sum()),
                              "auc_within": _within(pc[rows], (gc & lc)[rows], (gc & ~lc)[rows]),
                              "rules_auc_within": _within(rules[rows], (gc & lc)[rows], (gc & ~lc)[rows])}
@@ -243,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"AUC over legal kinds {result['auc_all']:.3f}; on those decisions {result['auc_choices']:.3f}; "
           f"within a decision {result['auc_within']:.3f}; mean p dealing {result['mean_p_dealing']:.3f} "
           f"vs safe {result['mean_p_safe']:.3f}")  # fmt: skip
-    print(f"the public defence rules, on the same decisions: within a decision {result['rules_auc_within']:.3f}")
+    print(f"the public defence rules, on the same decisions: within a decision {result['rules_auc_within']:.3f} "
+          f"({result['rules_tenpai_auc_within']:.3f} with the oracle's tenpai flags as the threat)")  # fmt: skip
     print(f"{'who would ron':14s} {'decisions':>9s} {'belief':>7s} {'rules':>7s}  (AUC within a decision)")
     for name, row in result["by_threat"].items():
         print(f"{name:14s} {row['choices']:9d} {row['auc_within']:7.3f} {row['rules_auc_within']:7.3f}")
