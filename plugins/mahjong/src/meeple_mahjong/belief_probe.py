@@ -156,6 +156,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
     legal = torch.zeros_like(label)  # legal discard kinds of each decision
     legal.scatter_reduce_(1, kinds[gives].expand(len(obs), -1), mask[:, gives], "amax")
     pc, lc, gc = p[chosen], label[chosen], legal[chosen]
+    deal, safe = gc & lc, gc & ~lc  # the legal dealing and safe kinds of each decision with a choice
     rules = rule_belief(obs)[chosen]
     tenpai = rule_belief(obs, threat=ron_kinds_by_opponent(oracle).any(-1).float())[chosen]
     by_riichi = _dealt_by_riichi(obs, oracle)[chosen]
@@ -175,21 +176,20 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
         "choices": int(chosen.sum()),
         "auc_all": auc(p[legal], label[legal]),
         "auc_choices": auc(pc[gc], lc[gc]),
-        "auc_within": _within(pc, gc & lc, gc & ~lc),
-        "rules_auc_within": _within(rules, gc & lc, gc & ~lc),
-        "rules_tenpai_auc_within": _within(tenpai, gc & lc, gc & ~lc),
-        "by_threat": {name: {"choices": int(rows.sum()),
-                             "auc_within": _within(pc[rows], (gc & lc)[rows], (gc & ~lc)[rows]),
-                             "rules_auc_within": _within(rules[rows], (gc & lc)[rows], (gc & ~lc)[rows])}
+        "auc_within": _within(pc, deal, safe),
+        "rules_auc_within": _within(rules, deal, safe),
+        "rules_tenpai_auc_within": _within(tenpai, deal, safe),
+        "by_threat": {name: {"choices": int(rows.sum()), "auc_within": _within(pc[rows], deal[rows], safe[rows]),
+                             "rules_auc_within": _within(rules[rows], deal[rows], safe[rows])}
                       for name, rows in threats.items() if rows.any()},  # fmt: skip
-        "mean_p_dealing": float(pc[gc & lc].mean()),
-        "mean_p_safe": float(pc[gc & ~lc].mean()),
+        "mean_p_dealing": float(pc[deal].mean()),
+        "mean_p_safe": float(pc[safe].mean()),
         "curves": curves,
     }
 
 
 def _dealt_by_riichi(obs: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
-    """bool (N,): every kind some opponent could ron now is ronned by an opponent in riichi."""
+    """bool (N,): every kind an opponent could ron now belongs to an opponent in riichi."""
     riichi = (_seat_plane(obs, _RIICHI)[..., 0] > 0.5).unsqueeze(-1)  # (N, 3, 1)
     by = ron_kinds_by_opponent(oracle)  # (N, 3, 34)
     return (by & riichi).any((1, 2)) & ~(by & ~riichi).any((1, 2))
