@@ -254,15 +254,10 @@ def load_gate(path: str | Path, *, map_location: Any = None) -> dict[str, Any]:
 
 # -- resume ------------------------------------------------------------------------------------
 def resume_candidates(folder: Path, phase: int) -> list[Path]:
-    """Every retained checkpoint, newest (highest step) first.
-
-    ``latest.pt`` names the newest save, except when the process died after a file became durable
-    and before the link moved (the link is a queued task after the write; a DDP run whose peer died
-    leaves by ``os._exit``). That newer file is complete and verified, so the step decides, not the
-    link; a link to a file outside the naming scheme still comes first."""
-    latest = link_target(folder / LATEST)
-    saved = [p.resolve() for p in reversed(list_checkpoints(folder, phase))]
-    return ([latest] if latest and latest not in saved else []) + saved
+    """Every retained checkpoint, newest (highest step) first, not ``latest.pt`` first: the link
+    moves in a task queued after the durable write, so a process that died in between (a DDP run
+    whose peer died leaves by ``os._exit``) leaves it one save behind a complete, verified file."""
+    return [p.resolve() for p in reversed(list_checkpoints(folder, phase))]
 
 
 def select_resume_checkpoint(folder: Path, phase: int, io: AtomicCheckpointIO) -> Path | None:

@@ -157,9 +157,10 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
     legal.scatter_reduce_(1, kinds[gives].expand(len(obs), -1), mask[:, gives], "amax")
     pc, lc, gc = p[chosen], label[chosen], legal[chosen]
     deal, safe = gc & lc, gc & ~lc  # the legal dealing and safe kinds of each decision with a choice
-    rules = rule_belief(obs)[chosen]
-    tenpai = rule_belief(obs, threat=ron_kinds_by_opponent(oracle).any(-1).float())[chosen]
-    by_riichi = _dealt_by_riichi(obs, oracle)[chosen]
+    obs_c, oracle_c = obs[chosen], oracle[chosen]  # the baselines score only the decisions with a choice
+    rules = rule_belief(obs_c)
+    can_ron = rule_belief(obs_c, threat=ron_kinds_by_opponent(oracle_c).any(-1).float())
+    by_riichi = _dealt_by_riichi(obs_c, oracle_c)
     threats = {"riichi": by_riichi, "other": ~by_riichi}  # every dealing kind a riichi player's, or not
     probs = load_policy_heads(reference)[0](obs, mask)[0]
     log_probs = probs.clamp_min(1e-12).log()
@@ -178,7 +179,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
         "auc_choices": auc(pc[gc], lc[gc]),
         "auc_within": _within(pc, deal, safe),
         "rules_auc_within": _within(rules, deal, safe),
-        "rules_tenpai_auc_within": _within(tenpai, deal, safe),
+        "rules_tenpai_auc_within": _within(can_ron, deal, safe),
         "by_threat": {name: {"choices": int(rows.sum()), "auc_within": _within(pc[rows], deal[rows], safe[rows]),
                              "rules_auc_within": _within(rules[rows], deal[rows], safe[rows])}
                       for name, rows in threats.items() if rows.any()},  # fmt: skip
