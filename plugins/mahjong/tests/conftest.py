@@ -54,7 +54,7 @@ def tiny_train():
 def mahjong_runs(tmp_path_factory):
     """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->
     teacher -> student) and then ``+experiment=phase3`` (the league, from that newest phase-2
-    run's student), tiny, in one folder; built once per test session, also when pytest-xdist
+    run's student, with its phase-1 gate as a second anchor), tiny, in one folder; built once per test session, also when pytest-xdist
     runs the modules that read it in different workers (their temp folders share a parent)."""
     import json
     import os
@@ -71,7 +71,9 @@ def mahjong_runs(tmp_path_factory):
             shutil.rmtree(cwd, ignore_errors=True)  # a failed earlier attempt
             cwd.mkdir()
             train(cwd, "+experiment=phase2", "pipeline.start=phase1")
-            train(cwd, "+experiment=phase3")
+            (phase2,) = (cwd / "outputs" / "runs").iterdir()
+            train(cwd, "+experiment=phase3",
+                  f"+pipeline.stages.league.phase.league.anchors.phase1={phase2 / 'gates' / 'phase1.pt'}")
             (cwd / "built").touch()
     runs = (cwd / "outputs" / "runs").iterdir()
     return {json.loads((r / "run.json").read_text())["experiment"]: r for r in runs}

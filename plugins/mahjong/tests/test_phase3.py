@@ -1,6 +1,7 @@
 """`python train.py +experiment=phase3 debug=tiny`: the league starts from the newest phase-2
-run's student, seats its latest copy, snapshots and the phase-2 anchor, rates finished games and
-keeps its pool in the checkpoint (conftest.mahjong_runs runs both experiments)."""
+run's student, seats its latest copy, snapshots and two anchors (the student and phase 1's gate,
+``phase.league.anchors``), rates finished games and keeps its pool in the checkpoint
+(conftest.mahjong_runs runs both experiments)."""
 
 import json
 
@@ -29,6 +30,17 @@ def test_league_starts_from_the_newest_phase2_student(mahjong_runs, league):
         assert torch.equal(value, student[f"actor.{key}"]), key
 
 
+def test_an_earlier_gate_joins_as_a_named_anchor(mahjong_runs, league):
+    run, latest = league
+    phase1 = load_gate(mahjong_runs["phase2"] / "gates" / "phase1.pt")["model_state_dict"]
+    pool = OpponentPool(run / "phase3" / "opponent_pool")
+    anchor = pool.load(pool.entries()[1].version)
+    assert anchor.keys() == {k[len("actor."):] for k in phase1 if k.startswith("actor.")}
+    for key, value in anchor.items():
+        assert torch.equal(value, phase1[f"actor.{key}"]), key
+    mu, sigma = latest["league"]["pool"]["ratings"]["ratings"]["phase1"]
+    assert latest["metrics"]["league/anchor_phase1_conservative"] == pytest.approx(mu - 3 * sigma)
+
 def test_league_rates_games_promotes_and_logs_who_sat_where(league):
     _, latest = league
     m = latest["metrics"]
@@ -47,11 +59,11 @@ def test_the_pool_and_ratings_are_in_the_checkpoint(league):
     run, latest = league
     state = latest["league"]
     names = [e["name"] for e in state["pool"]["entries"]]
-    assert names[0] == "anchor" and names[1:] == ["v0002", "v0003"]
+    assert names == ["anchor", "phase1", "v0003", "v0004"]
     ratings = state["pool"]["ratings"]
-    assert {"learner", "anchor", "v0002", "v0003"} <= set(ratings["ratings"])
+    assert {"learner", "anchor", "phase1", "v0003", "v0004"} <= set(ratings["ratings"])
     files = sorted(p.name for p in (run / "phase3" / "opponent_pool").glob("pool_v*.pt"))
-    assert len(files) == 3
+    assert len(files) == 4
     best = load_verified(run / "phase3" / "checkpoints" / "best.pt")
     assert best["metrics"]["league/learner_conservative"] >= latest["metrics"]["league/learner_conservative"]
 
@@ -68,6 +80,48 @@ def test_the_league_policy_exports_to_onnx_with_parity(league, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.is_file() and "masked argmax agrees: True" in done.stdout
+
+
+@pytest.mark.parametrize("anchors, error", [
+    ({"anchor": "gates/phase1.pt"}, r"phase\.league\.anchors\.anchor='anchor' .*accepted: a name .* other than anchor, "
+                                    r"latest, learner"),
+    ({"v0007": "gates/phase1.pt"}, r"phase\.league\.anchors\.v0007='v0007'"),
+    ({"phase1": "gates/nowhere.pt"}, r"phase\.league\.anchors\.phase1='.*nowhere\.pt'.*accepted: an existing "
+                                     r"checkpoint file \(\.pt\) or run directory"),
+])
+def test_bad_league_anchors_are_refused_before_training(mahjong_runs, anchors, error):
+    from meeple.config.compose import compose_config
+    from meeple.errors import ConfigError
+    from meeple.pipeline.plan import plan_run
+
+    run = mahjong_runs["phase2"]
+    named = [f"+pipeline.stages.league.phase.league.anchors.{k}={run / v}" for k, v in anchors.items()]
+    with pytest.raises(ConfigError, match=error):
+        plan_run(compose_config(["+experiment=phase3", *named]))
+    with pytest.raises(ConfigError, match=r"phase\.league\.max_on_disk=2.*accepted: an integer >= 3 \(the start's "
+                                          r"anchor, 1 of phase\.league\.anchors and a snapshot\)"):
+        plan_run(compose_config(["+experiment=phase3", "pipeline.stages.league.phase.league.max_on_disk=2",
+                                 f"+pipeline.stages.league.phase.league.anchors.phase1={run / 'gates/phase1.pt'}"]))
+
+
+def test_an_anchor_that_does_not_fit_the_learner_is_one_line(mahjong_runs, tmp_path):
+    """The teacher reads the oracle planes: its weights do not fit the student's network; a torn
+    file is refused by the checksum. Both name the key before any game is played."""
+    from meeple.errors import ConfigError
+    from meeple.phases.league.module import anchor_weights
+    from meeple_mahjong.policy import load_policy_actor
+
+    run = mahjong_runs["phase2"]
+    student, _ = load_policy_actor(run / "gates" / "student.pt")
+    assert anchor_weights(student, "phase1", str(run / "gates" / "phase1.pt")).keys() == student.state_dict().keys()
+    with pytest.raises(ConfigError, match=r"^phase\.league\.anchors\.teacher=.*teacher\.pt: its weights do not fit "
+                                          r"the learner's network \(.*\); accepted: a checkpoint of the same model$"):
+        anchor_weights(student, "teacher", str(run / "gates" / "teacher.pt"))
+    torn = tmp_path / "torn.pt"
+    torn.write_bytes((run / "gates" / "phase1.pt").read_bytes()[:5000])
+    with pytest.raises(ConfigError, match=r"^phase\.league\.anchors\.p1=.*torn\.pt: .*; accepted: a checkpoint of "
+                                          r"the learner's network$"):
+        anchor_weights(student, "p1", str(torn))
 
 
 @pytest.mark.parametrize("overrides, error", [

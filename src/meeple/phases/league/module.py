@@ -6,7 +6,8 @@ The env seats networks by name (the league protocol, below); this module owns th
 * **Seating.** When a table starts a game, each of its other seats is drawn from the pool's
   mix (:meth:`LeaguePool.sample`): ``latest`` (a frozen copy of the learner, refreshed at every
   rollout boundary), a snapshot, or an anchor (the policy the stage started from, e.g. the
-  phase-2 student). The draws come from this module's generator, saved in checkpoints.
+  phase-2 student, and the checkpoints ``league.anchors`` names, e.g. phase 1's gate). The
+  draws come from this module's generator, saved in checkpoints.
 * **Results and ratings.** At each rollout's end the finished games are rated (OpenSkill
   Plackett-Luce over the four seats) and logged: the learner's mu, sigma and conservative
   rating mu - 3 sigma (``best.pt`` monitors it), pool size, promotions, who sat where.
@@ -32,6 +33,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from meeple.checkpoint.actor import actor_state, checkpoint_file
+from meeple.checkpoint.io import CheckpointError, load_verified
 from meeple.errors import ConfigError
 from meeple.phases.league.pool import LeaguePool, OpponentPolicies
 from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER, PROTOCOL, is_league_env
@@ -82,8 +85,10 @@ class LeagueModule(PPOModule):
             self.promotions, self.games = state["promotions"], state["games"]
             self.seats = Counter(state["seats"])
             self.remote_builds = int(state.get("remote_builds", 0))
-        else:  # the starting policy (a carried gate) is the league's anchor
+        else:  # the starting policy (a carried gate) is the league's anchor, beside phase.league.anchors
             self.pool.add_anchor(ANCHOR, self._actor_weights(), step=self.global_step, phase=self.stage_index)
+            for name, path in self.league.anchors.items():
+                self.pool.add_anchor(name, anchor_weights(self.actor, name, path), phase=self.stage_index)
         self._saved = None
         self.latest = copy.deepcopy(self.actor).requires_grad_(False)
         self._set_entropy()
@@ -187,6 +192,7 @@ class LeagueModule(PPOModule):
             "league/learner_mu": mu, "league/learner_sigma": sigma,
             "league/learner_conservative": ratings.conservative(LEARNER),
             "league/anchor_conservative": ratings.conservative(ANCHOR),
+            **{f"league/anchor_{name}_conservative": ratings.conservative(name) for name in self.league.anchors},
             "league/pool_size": float(len(self.pool.snapshots())), "league/promotions": float(self.promotions),
             "league/games": float(self.games), "league/builds": float(self.pool.builds + self.remote_builds),
             "league/ppo_epochs": float(self._epochs_done),
@@ -209,3 +215,21 @@ class LeagueModule(PPOModule):
             raise ConfigError("this checkpoint has no league state (it was not written by phase=league); "
                               "resume a league run from its own checkpoints")
         self._saved = checkpoint["league"]
+
+
+def anchor_weights(actor: torch.nn.Module, name: str, path: str) -> dict[str, torch.Tensor]:
+    """The actor of checkpoint ``path`` (a file or a run directory) for ``phase.league.anchors.<name>``,
+    checked to fit the learner's network ``actor`` now rather than when a table first seats it."""
+    where = f"phase.league.anchors.{name}={path}"
+    try:
+        file = checkpoint_file(path)
+        saved = actor_state(load_verified(file, map_location="cpu").get("model_state_dict") or {}, str(file))
+        own = {k.replace("._orig_mod", ""): k for k in actor.state_dict()}  # the learner may be compiled
+        weights = {own.get(k, k): v for k, v in saved.items()}
+        copy.deepcopy(actor).load_state_dict(weights, strict=True)
+    except CheckpointError as err:
+        raise ConfigError(f"{where}: {err}; accepted: a checkpoint of the learner's network") from None
+    except RuntimeError as err:
+        raise ConfigError(f"{where}: its weights do not fit the learner's network "
+                          f"({' '.join(str(err).split())[:300]}); accepted: a checkpoint of the same model") from None
+    return weights

@@ -8,12 +8,15 @@ into the pool and how the pool is bounded; ``schedule`` holds the league's PPO s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from omegaconf import DictConfig
 
 from meeple.config.schema import require
 from meeple.errors import ConfigError
+from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER
 from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
 
@@ -35,6 +38,9 @@ class League:
     device_slots: int = 4  # networks kept built on the device (least recently used dropped)
     sigma_widen: float = 1.0  # a new snapshot's sigma = min(initial sigma, learner's sigma + this)
     greedy_opponents: bool = False  # frozen networks pick their argmax instead of sampling
+    # Fixed opponents besides the stage's start, name -> checkpoint file or run directory (e.g. an
+    # earlier phase's gate): anchors, never evicted, drawn with the start from mix.anchor.
+    anchors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +66,8 @@ class LeaguePhase(PPOPhase):
 
 
 LR_SHAPES = ("cosine", "linear", "constant")
+RESERVED_NAMES = (ANCHOR, LATEST, LEARNER)
+_ANCHOR_NAME = re.compile(r"^(?!v\d{4,}$)[A-Za-z0-9_-]+$")
 
 
 def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
@@ -69,7 +77,15 @@ def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
     ok = all(v >= 0 for v in shares.values()) and abs(sum(shares.values()) - 1) < 1e-6
     require(ok, "phase.league.mix", shares, "shares >= 0 over latest, pool, anchor summing to 1")
     require(lg.promote_every >= 1, "phase.league.promote_every", lg.promote_every, "an integer >= 1")
-    require(lg.max_on_disk >= 2, "phase.league.max_on_disk", lg.max_on_disk, "an integer >= 2 (the anchor and a snapshot)")
+    room = len(lg.anchors) + 2
+    require(lg.max_on_disk >= room, "phase.league.max_on_disk", lg.max_on_disk,
+            f"an integer >= {room} (the start's anchor, {len(lg.anchors)} of phase.league.anchors and a snapshot)")
+    for name, path in lg.anchors.items():
+        require(bool(_ANCHOR_NAME.match(name)) and name not in RESERVED_NAMES, f"phase.league.anchors.{name}", name,
+                f"a name of letters, digits, _ or - other than {', '.join(RESERVED_NAMES)} or v0001-style "
+                "snapshot names")
+        require(Path(path).exists(), f"phase.league.anchors.{name}", path,
+                "an existing checkpoint file (.pt) or run directory")
     require(lg.device_slots >= 1, "phase.league.device_slots", lg.device_slots, "an integer >= 1")
     require(lg.sigma_widen >= 0, "phase.league.sigma_widen", lg.sigma_widen, "a float >= 0")
     s = phase.schedule
