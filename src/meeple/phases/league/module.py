@@ -192,7 +192,9 @@ class LeagueModule(PPOModule):
             "league/learner_mu": mu, "league/learner_sigma": sigma,
             "league/learner_conservative": ratings.conservative(LEARNER),
             "league/anchor_conservative": ratings.conservative(ANCHOR),
-            **{f"league/anchor_{name}_conservative": ratings.conservative(name) for name in self.league.anchors},
+            # the pool's anchors, not the config's: a resumed league keeps the ones it started with
+            **{f"league/anchor_{name}_conservative": ratings.conservative(name) for name in self.pool.anchors()
+               if name != ANCHOR},
             "league/pool_size": float(len(self.pool.snapshots())), "league/promotions": float(self.promotions),
             "league/games": float(self.games), "league/builds": float(self.pool.builds + self.remote_builds),
             "league/ppo_epochs": float(self._epochs_done),
