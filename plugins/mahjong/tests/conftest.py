@@ -54,8 +54,9 @@ def tiny_train():
 def mahjong_runs(tmp_path_factory):
     """{experiment: run directory} of ``+experiment=phase2 pipeline.start=phase1`` (phase 1 ->
     teacher -> student) and then ``+experiment=phase3`` (the league, from that newest phase-2
-    run's student, with its phase-1 gate as a second anchor), tiny, in one folder; built once per test session, also when pytest-xdist
-    runs the modules that read it in different workers (their temp folders share a parent)."""
+    run's student, with its phase-1 gate as a second anchor), tiny, in one folder; built once per
+    test session, also when pytest-xdist runs the modules that read it in different workers
+    (their temp folders share a parent)."""
     import json
     import os
     import shutil

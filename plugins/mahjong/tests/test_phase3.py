@@ -41,6 +41,7 @@ def test_an_earlier_gate_joins_as_a_named_anchor(mahjong_runs, league):
     mu, sigma = latest["league"]["pool"]["ratings"]["ratings"]["phase1"]
     assert latest["metrics"]["league/anchor_phase1_conservative"] == pytest.approx(mu - 3 * sigma)
 
+
 def test_league_rates_games_promotes_and_logs_who_sat_where(league):
     _, latest = league
     m = latest["metrics"]
@@ -98,10 +99,18 @@ def test_bad_league_anchors_are_refused_before_training(mahjong_runs, anchors, e
     named = [f"+pipeline.stages.league.phase.league.anchors.{k}={run / v}" for k, v in anchors.items()]
     with pytest.raises(ConfigError, match=error):
         plan_run(compose_config(["+experiment=phase3", *named]))
+
+
+def test_a_pool_without_room_beside_its_anchors_is_refused(mahjong_runs):
+    from meeple.config.compose import compose_config
+    from meeple.errors import ConfigError
+    from meeple.pipeline.plan import plan_run
+
+    phase1 = mahjong_runs["phase2"] / "gates" / "phase1.pt"
     with pytest.raises(ConfigError, match=r"phase\.league\.max_on_disk=2.*accepted: an integer >= 3 \(the start's "
                                           r"anchor, 1 of phase\.league\.anchors and a snapshot\)"):
         plan_run(compose_config(["+experiment=phase3", "pipeline.stages.league.phase.league.max_on_disk=2",
-                                 f"+pipeline.stages.league.phase.league.anchors.phase1={run / 'gates/phase1.pt'}"]))
+                                 f"+pipeline.stages.league.phase.league.anchors.phase1={phase1}"]))
 
 
 def test_an_anchor_that_does_not_fit_the_learner_is_one_line(mahjong_runs, tmp_path):
