@@ -28,7 +28,6 @@ survive crashes); this class adds what a league needs on top:
 
 from __future__ import annotations
 
-import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -41,12 +40,12 @@ import torch
 from meeple.checkpoint.io import CheckpointError
 from meeple.checkpoint.pool import OpponentPool
 from meeple.nets.policy_fn import greedy_policy, sampled_policy
+from meeple.phases.league.protocol import SNAPSHOT_NAME
 from meeple.phases.league.ratings import LeagueRatings
 
 PolicyFn = Callable[..., torch.Tensor]
 CATEGORIES = ("self", "pool", "anchor")
 DEFAULT_MIX = {"self": 0.5, "pool": 0.3, "anchor": 0.2}
-_SNAPSHOT = re.compile(r"^v\d{4,}$")
 
 
 @dataclass
@@ -111,7 +110,7 @@ class LeaguePool:
     def add_anchor(self, name: str, state_dict: dict[str, torch.Tensor], *, step: int = 0, phase: int = 0,
                    mu: float | None = None, sigma: float | None = None) -> None:
         """A fixed opponent that is never evicted, rated from (mu, sigma) (the initial rating by default)."""
-        if _SNAPSHOT.match(name) or name in (self.learner, self.self_name) or name in self.names():
+        if SNAPSHOT_NAME.match(name) or name in (self.learner, self.self_name) or name in self.names():
             raise ValueError(f"league pool: anchor name {name!r} is taken; snapshots are named v0001, ..., and "
                              f"{self.learner!r}, {self.self_name!r} and {self.names()} are in use")
         if len(self.anchors()) + 1 >= self.max_on_disk:

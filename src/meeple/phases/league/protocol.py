@@ -12,11 +12,13 @@ A game plugin's env follows it when asked (e.g. ``env.league=true``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 LATEST = "latest"  # the learner's frozen copy at a table
 ANCHOR = "anchor"  # the policy the stage started from
 LEARNER = "learner"  # the learner's seat in results and its rating
+SNAPSHOT_NAME = re.compile(r"^v\d{4,}$")  # the pool's promoted snapshots: v0001, v0002, ...
 PROTOCOL = ("set_league", "update_policy", "pop_results")
 
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from meeple.config.schema import require
 from meeple.errors import ConfigError
-from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER
+from meeple.phases.league.protocol import ANCHOR, LATEST, LEARNER, SNAPSHOT_NAME
 from meeple.phases.ppo.schema import PPOPhase, check_ppo
 
 
@@ -67,7 +67,7 @@ class LeaguePhase(PPOPhase):
 
 LR_SHAPES = ("cosine", "linear", "constant")
 RESERVED_NAMES = (ANCHOR, LATEST, LEARNER)
-_ANCHOR_NAME = re.compile(r"^(?!v\d{4,}$)[A-Za-z0-9_-]+$")
+_ANCHOR_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # it goes into a metric key: league/anchor_<name>_...
 
 
 def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
@@ -81,7 +81,8 @@ def check_league(cfg: DictConfig, phase: LeaguePhase) -> None:
     require(lg.max_on_disk >= room, "phase.league.max_on_disk", lg.max_on_disk,
             f"an integer >= {room} (the start's anchor, {len(lg.anchors)} of phase.league.anchors and a snapshot)")
     for name, path in lg.anchors.items():
-        require(bool(_ANCHOR_NAME.match(name)) and name not in RESERVED_NAMES, f"phase.league.anchors.{name}", name,
+        ok = bool(_ANCHOR_NAME.match(name)) and not SNAPSHOT_NAME.match(name) and name not in RESERVED_NAMES
+        require(ok, f"phase.league.anchors.{name}", name,
                 f"a name of letters, digits, _ or - other than {', '.join(RESERVED_NAMES)} or v0001-style "
                 "snapshot names")
         require(Path(path).exists(), f"phase.league.anchors.{name}", path,
