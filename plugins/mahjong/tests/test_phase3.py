@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from meeple.checkpoint.callback import load_gate
-from meeple.checkpoint.io import load_verified
+from meeple.checkpoint.io import load_verified, save_atomic
 from meeple.checkpoint.pool import OpponentPool
 
 
@@ -81,6 +81,45 @@ def test_the_league_policy_exports_to_onnx_with_parity(league, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.is_file() and "masked argmax agrees: True" in done.stdout
+
+
+def test_a_league_killed_after_a_checkpoint_resumes_and_finishes(mahjong_runs, tiny_train, tmp_path):
+    """The league run as a kill after rollout 3 leaves it (no done.json, newer checkpoints gone):
+    ``resume=true`` restores the learner, its pool and ratings, and plays rollouts 4 and 5. The
+    learner's frozen ``latest`` copy is not in the checkpoints: it is the actor at every rollout
+    boundary, built again after the restore."""
+    import shutil
+
+    run = tmp_path / "outputs" / "runs" / mahjong_runs["phase3"].name
+    shutil.copytree(mahjong_runs["phase3"], run, symlinks=True)
+    (run / "phase3" / "done.json").unlink()
+    checkpoints = run / "phase3" / "checkpoints"
+    steps = sorted(checkpoints.glob("ckpt_phase3_step*.pt"))
+    assert len(steps) == 5
+    for later in steps[3:]:
+        later.unlink()
+        later.with_name(later.name + ".sha256").unlink()
+    (checkpoints / "latest.pt").unlink()
+    (checkpoints / "latest.pt").symlink_to(steps[2].name)
+    saved = load_verified(steps[2])
+    assert saved["epoch"] == 2 and not any(k.startswith("latest.") for k in saved["model_state_dict"])
+    # a checkpoint written before that rule holds the copy: the resume drops it
+    legacy = dict(saved, model_state_dict={**saved["model_state_dict"], **{
+        f"latest.{k[len('actor.'):]}": v for k, v in saved["model_state_dict"].items() if k.startswith("actor.")}})
+    save_atomic(legacy, steps[2])
+
+    phase1 = mahjong_runs["phase2"] / "gates" / "phase1.pt"
+    tiny_train(tmp_path, "+experiment=phase3", f"+pipeline.stages.league.phase.league.anchors.phase1={phase1}",
+               "resume=true", f"resume_dir={run}")
+    assert (run / "phase3" / "done.json").is_file()
+    final = load_verified(checkpoints / "latest.pt")
+    assert final["epoch"] == 4 and final["global_step"] > saved["global_step"]
+    assert final["league"]["promotions"] == 2 and final["league"]["games"] >= saved["league"]["games"]
+    # v0004 was promoted after rollout 3's checkpoint: the resumed run's promotion is a new version
+    assert [e["name"] for e in final["league"]["pool"]["entries"]] == ["anchor", "phase1", "v0003", "v0005"]
+    before, after = saved["model_state_dict"], final["model_state_dict"]
+    assert after.keys() == before.keys()  # no frozen copy written again
+    assert any(not torch.equal(after[k], before[k]) for k in after if k.startswith("actor."))  # it trained on
 
 
 @pytest.mark.parametrize("anchors, error", [

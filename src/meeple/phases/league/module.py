@@ -207,7 +207,11 @@ class LeagueModule(PPOModule):
         return metrics
 
     # -- checkpoints: the league resumes exactly ---------------------------------------------
+    # ``latest`` is the actor at every rollout boundary (where checkpoints are written) and is built
+    # again from the restored actor in on_fit_start, which runs after the restore: it is never saved,
+    # and checkpoints written before that rule have their copy dropped before the weights load.
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        _drop_latest(checkpoint["state_dict"])
         checkpoint["league"] = {"pool": self.pool.state_dict(), "seating": self.seating.get_state(),
                                 "promotions": self.promotions, "games": self.games, "seats": dict(self.seats),
                                 "remote_builds": self.remote_builds}
@@ -217,6 +221,12 @@ class LeagueModule(PPOModule):
             raise ConfigError("this checkpoint has no league state (it was not written by phase=league); "
                               "resume a league run from its own checkpoints")
         self._saved = checkpoint["league"]
+        _drop_latest(checkpoint["state_dict"])
+
+
+def _drop_latest(state_dict: dict[str, torch.Tensor]) -> None:
+    for key in [k for k in state_dict if k.startswith("latest.")]:
+        del state_dict[key]
 
 
 def anchor_weights(actor: torch.nn.Module, name: str, path: str) -> dict[str, torch.Tensor]:
