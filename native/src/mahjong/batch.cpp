@@ -207,6 +207,51 @@ void BatchSim::step(const int64_t* actions, const BatchOut& out, const uint8_t* 
   });
 }
 
+void BatchSim::copy_tables(const BatchSim& src, const int32_t* src_tables, const BatchOut& out) {
+  if (!out.obs || !out.mask) throw std::invalid_argument("copy_tables: obs and mask outputs are required");
+  if (explicit_games()) throw std::invalid_argument("copy_tables: a simulator of explicit games takes no copies");
+  const BatchConfig& o = src.cfg_;
+  if (o.learner_seats != cfg_.learner_seats || o.bots != cfg_.bots || o.score_scale != cfg_.score_scale ||
+      o.rank_reward != cfg_.rank_reward)
+    throw std::invalid_argument("copy_tables: the source simulator has other learner seats, bots or rewards");
+  for (int t = 0; t < cfg_.num_tables; ++t)
+    if (src_tables[t] >= src.num_tables())
+      throw std::invalid_argument("copy_tables: source table " + std::to_string(src_tables[t]) + " of table " +
+                                  std::to_string(t) + " is not in [0, " + std::to_string(src.num_tables()) + ")");
+  const int L = static_cast<int>(cfg_.learner_seats.size());
+  for (int t = 0; t < cfg_.num_tables; ++t) {
+    Table& tb = tables_[t];
+    if (src_tables[t] >= 0) {
+      tb = src.tables_[src_tables[t]];
+      // A copy keeps its source's last_score, so its first reward counts from the branch point.
+      const std::array<int, 4> base = tb.last_score;
+      write(t, out, false);
+      tb.last_score = base;
+      if (tb.finished) std::fill(active_.begin() + static_cast<size_t>(t) * L, active_.begin() + (t + 1) * L, 0);
+      continue;
+    }
+    tb.finished = true;
+    for (int i = 0; i < L; ++i) {  // idle: inactive slots that may only pass
+      const size_t slot = static_cast<size_t>(t) * L + i;
+      active_[slot] = 0;
+      legal_[slot].fill(0);
+      uint8_t* mask = out.mask + slot * kNumActions;
+      std::fill(mask, mask + kNumActions, uint8_t{0});
+      mask[kPassAction] = 1;
+      std::fill(out.obs + slot * kPublicPlanes * kPlaneWidth, out.obs + (slot + 1) * kPublicPlanes * kPlaneWidth, 0.0f);
+      if (out.oracle)
+        std::fill(out.oracle + slot * kOraclePlanes * kPlaneWidth, out.oracle + (slot + 1) * kOraclePlanes * kPlaneWidth, 0.0f);
+      if (out.active) out.active[slot] = 0;
+      if (out.reward) out.reward[slot] = 0.0f;
+      if (out.done) out.done[slot] = 0;
+      if (out.rank) out.rank[slot] = -1;
+      if (out.score) out.score[slot] = 0;
+    }
+  }
+  if (out.reward)  // a copy carries no reward of its own
+    for (int s = 0; s < num_slots(); ++s) out.reward[s] = 0.0f;
+}
+
 void BatchSim::parallel(const std::function<void(int)>& per_table) {
   if (workers_.empty()) {
     for (int t = 0; t < cfg_.num_tables; ++t) per_table(t);

@@ -93,6 +93,14 @@ class BatchSim {
   // tables alone (e.g. seats played by other networks) and resume the others later as if
   // never held.
   void step(const int64_t* actions, const BatchOut& out, const uint8_t* tables = nullptr);
+  // Branching (docs/mahjong_env.md, meeple_mahjong.branch): table t becomes an exact copy of
+  // src's table src_tables[t] (its game, bot streams, score baseline and tallies), so stepping
+  // it replays what src would play from there; src_tables[t] < 0 leaves table t idle (finished,
+  // its slots inactive). Every slot is written. `src` must have this simulator's learner
+  // seats, bots and reward settings, and this one must not play explicit games; anything else
+  // throws std::invalid_argument with nothing copied.
+  void copy_tables(const BatchSim& src, const int32_t* src_tables, const BatchOut& out);
+  int hands_played(int table) const { return tables_.at(table).game.hands_played(); }
 
   const Game& game(int table) const { return tables_.at(table).game; }
   // The table's current (or last) game so far, per seat as play_bots reports it: score,

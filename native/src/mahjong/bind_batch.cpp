@@ -186,7 +186,38 @@ void register_batch(nb::module_& m) {
           "Play actions[slot] at every active slot, advance every table to its next learner decision, write\n"
           "every slot. `tables` (uint8/bool [num_tables], None = all): only tables with tables[t] step; the\n"
           "others are held: their rows are left as the arrays hold them (pass the last call's arrays), but\n"
-          "reward 0 and done 0. The GIL is released while tables step on the thread pool.");
+          "reward 0 and done 0. The GIL is released while tables step on the thread pool.")
+      .def(
+          "copy_tables",
+          [](BatchSim& b, const BatchSim& src, Array<const int32_t> src_tables, Array<float> obs, Array<uint8_t> mask,
+             std::optional<Array<uint8_t>> active, std::optional<Array<float>> reward,
+             std::optional<Array<uint8_t>> done, std::optional<Array<int8_t>> rank, std::optional<Array<int32_t>> score,
+             std::optional<Array<float>> oracle) {
+            const int32_t* s =
+                checked("src_tables", src_tables, {static_cast<size_t>(b.num_tables())}, "int32");
+            const BatchOut out = outputs(b, obs, mask, active, reward, done, rank, score, oracle);
+            try {
+              b.copy_tables(src, s, out);
+            } catch (const std::invalid_argument& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "src"_a, "src_tables"_a.noconvert(), "obs"_a.noconvert(), "mask"_a.noconvert(), nb::kw_only(),
+          "active"_a.noconvert() = nb::none(), "reward"_a.noconvert() = nb::none(),
+          "done"_a.noconvert() = nb::none(), "rank"_a.noconvert() = nb::none(),
+          "score"_a.noconvert() = nb::none(), "oracle"_a.noconvert() = nb::none(),
+          "Table t becomes an exact copy of src's table src_tables[t] (int32 [num_tables]; < 0: idle,\n"
+          "its slots inactive), so stepping it plays on exactly as src would: the same walls, bot\n"
+          "streams and score baseline. src needs the same learner seats, bots and rewards. Writes every\n"
+          "slot (reward 0).")
+      .def(
+          "hands_played",
+          [](const BatchSim& b) {
+            std::vector<int> n(b.num_tables());
+            for (int t = 0; t < b.num_tables(); ++t) n[t] = b.hands_played(t);
+            return n;
+          },
+          "Hands each table's current game has finished (a new game starts at 0).");
 
   // Python-side play that matches the native bots exactly (reference loops, mixed tables).
   nb::class_<SplitMix64>(m, "BotStream",

@@ -34,9 +34,11 @@ def _privileged_key(actor: torch.nn.Module) -> str | None:
     return extra[0] if extra else None
 
 
-def _as_policy_fn(actor: torch.nn.Module, device: torch.device, choose: Callable) -> PolicyFn:
-    """``choose(masked_logits [N, A] on the CPU) -> actions``, around the actor's forward."""
-    actor.eval()
+def _as_policy_fn(actor: torch.nn.Module, device: torch.device, choose: Callable, *, eval_mode: bool = True) -> PolicyFn:
+    """``choose(masked_logits [N, A] on the CPU) -> actions``, around the actor's forward
+    (``eval_mode``: a frozen network is put in eval mode; a learner's is left as it is)."""
+    if eval_mode:
+        actor.eval()
     key = _privileged_key(actor)
 
     @torch.no_grad()
@@ -74,6 +76,13 @@ def sampled_policy(actor: torch.nn.Module, *, seed: int = 0, device: str | torch
     gen = torch.Generator().manual_seed(seed)
     return _as_policy_fn(actor, _device(actor, device),
                          lambda logits: torch.multinomial(logits.softmax(-1), 1, generator=gen).squeeze(-1))
+
+
+def logits_fn(actor: torch.nn.Module, *, device: str | torch.device | None = None) -> PolicyFn:
+    """``fn(obs, mask) -> masked logits [N, A]`` (illegal actions at -inf, on the CPU), without
+    gradients and without changing the actor's train/eval mode: the learner's own actor, read
+    by an env that plays ahead with it (e.g. branched rollouts)."""
+    return _as_policy_fn(actor, _device(actor, device), lambda logits: logits, eval_mode=False)
 
 
 def random_policy(seed: int = 0) -> PolicyFn:

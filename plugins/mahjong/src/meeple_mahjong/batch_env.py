@@ -37,6 +37,7 @@ from torchrl.envs import EnvBase
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
 
+from .branch import BranchOptions, BranchValues, branch_keys
 from .grp import HandPotential, hand_features
 from .opponents import NetworkSeats, network_names
 from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, action_spec, observation_spec
@@ -122,6 +123,7 @@ class MahjongEnv(EnvBase):
         hand_reward: str | None = None,
         opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
         opponent_checkpoints: Mapping[str, Any] | None = None,
+        branch: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         learner_seats = [int(s) for s in learner_seats]
@@ -157,6 +159,49 @@ class MahjongEnv(EnvBase):
                     rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
                     oracle=oracle, hand_reward=hand_reward, device=device)  # fmt: skip
         self.learner_seats = learner_seats
+        if branch is not None:
+            if net_players:
+                raise ConfigError("env.branch with network opponents: branches are played with bots only; "
+                                  "accepted: env.branch=null, or bot opponents (rule, rule-nofold, random)")
+            if hand_reward:
+                raise ConfigError("env.branch with env.hand_reward: a branch's value is the hand's score "
+                                  "reward; accepted: one of the two")
+            self._branch_options = BranchOptions.parse(branch)
+            self._branch = BranchValues(self._branch_options, self._rules, self._sim_args)
+            self._branch_gen = torch.Generator().manual_seed(0)
+            self.observation_spec = observation_spec(num_envs, oracle=oracle, branch=True, device=self.device)
+
+    # -- branched rollouts (env.branch, meeple_mahjong.branch) --
+    _branch: BranchValues | None = None
+
+    def set_branch_policy(self, fn: Callable[..., torch.Tensor]) -> None:
+        """The learner's policy as ``fn(obs, mask[, oracle]) -> masked logits``: what plays the
+        learner's seats in the branches (the phase's module hands in its own actor)."""
+        if self._branch is None:
+            raise ConfigError("set_branch_policy on an env without branches; accepted: env.branch={prob: ..., candidates: ...}")
+        self._branch.set_policy(fn)
+
+    def _branch_rows(self, buf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The branch keys of this call's decisions (see branch_keys)."""
+        b, o = self._branch, self._branch_options
+        mask = buf["mask"].view(torch.bool)
+        eligible = buf["active"].view(torch.bool) & (mask.sum(-1) >= 2)
+        chosen = eligible & (torch.rand(len(mask), generator=self._branch_gen) < o.prob)
+        logits = torch.full(mask.shape, float("-inf"))
+        rows = torch.nonzero(chosen).squeeze(-1)
+        if len(rows):
+            if b.policy is None:
+                raise RuntimeError("env.branch: no policy set (MahjongEnv.set_branch_policy) before the first decision")
+            planes = buf["oracle"][rows] if "oracle" in buf and b.oracle is not None else None
+            logits[rows] = b.policy(buf["obs"][rows], mask[rows], *(() if planes is None else (planes,)))
+        L = self._cols
+        return branch_keys(lambda r, cand: b.values(self.sim, r // L, r % L, cand), logits, chosen, o.candidates)
+
+    @property
+    def branch_counts(self) -> dict[str, int]:
+        """Branches played, those cut at ``max_steps``, and the policy calls they made."""
+        b = self._branch
+        return {} if b is None else {"copies": b.copies, "truncated": b.truncated, "forwards": b.forwards}
 
     def _build(self, columns: list[int], learner_cols: torch.Tensor, bots: list[str],
                nets: NetworkSeats | None, *, rules: dict[str, Any], threads: int, score_scale: float,
@@ -204,6 +249,9 @@ class MahjongEnv(EnvBase):
             self.num_tables, self._rules, session_seed=int(seed or 0), **self._sim_args
         )
         self._last = None
+        if self._branch is not None:  # which decisions branch, and the branches' own draws
+            self._branch_gen.manual_seed(int(seed or 0) ^ 0xB4A7C4)
+            self._branch.gen.manual_seed(int(seed or 0) ^ 0xC4B7)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         tables = None
@@ -298,6 +346,8 @@ class MahjongEnv(EnvBase):
         }
         if self.oracle:
             td["oracle"] = buf["oracle"]
+        if self._branch is not None:
+            td.update(self._branch_rows(buf))
         return TensorDict(td, batch_size=self.batch_size, device=self.device)
 
     def _play_networks(self, buf: dict[str, torch.Tensor], out: dict[str, Any]):

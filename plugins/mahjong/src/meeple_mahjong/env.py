@@ -27,6 +27,7 @@ ENV_OPTIONS = (
     "oracle",
     "opponent_checkpoints",
     "league",
+    "branch",
 )
 
 
@@ -46,6 +47,9 @@ class MahjongBackend:
         options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
         if not options.pop("league", False):
             return MahjongEnv(num_envs, device=device, **options)
+        if options.pop("branch", None) is not None:
+            raise ConfigError("env.branch with env.league=true: branches are played against bots; accepted: "
+                              "env.branch=null in a league")
         # The league seats its networks per game (LeagueEnv.set_league): `opponents` is unused.
         options.pop("opponents", None)
         if options.pop("opponent_checkpoints", None):

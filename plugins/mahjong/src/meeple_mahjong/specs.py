@@ -31,8 +31,9 @@ def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
 
 
-def observation_spec(n: int, *, oracle: bool, device: str | torch.device = "cpu") -> Composite:
-    """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them)."""
+def observation_spec(n: int, *, oracle: bool, branch: bool = False, device: str | torch.device = "cpu") -> Composite:
+    """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them, and
+    the branched action values with ``env.branch``: meeple_mahjong.branch)."""
     obs = {
         "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
         "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
@@ -43,6 +44,10 @@ def observation_spec(n: int, *, oracle: bool, device: str | torch.device = "cpu"
     }
     if oracle:
         obs["oracle"] = Unbounded((n, ORACLE_PLANES, WIDTH), dtype=torch.float32)
+    if branch:
+        obs["branch_value"] = Unbounded((n, NUM_ACTIONS), dtype=torch.float32)
+        obs["branch_mask"] = Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool)
+        obs["branch_prior"] = Unbounded((n, NUM_ACTIONS), dtype=torch.float32)
     return Composite(obs, shape=(n,), device=device)
 
 

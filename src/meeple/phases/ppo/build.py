@@ -72,6 +72,9 @@ def build_ppo(cfg: DictConfig, typed: dict, seeds: PhaseSeeds,
         compile_networks(actor, critic)
 
     module = build_ppo_module(cfg, phase, actor, critic, **(module_extra(envs) if module_extra else {}))
+    if env_hooks is None and callable(getattr(module, "prepare_env", None)):
+        # a module that steers its in-process envs (e.g. hands them its actor) says so by having the hook
+        env_hooks = lambda m: dict(prepare_env=m.prepare_env)  # noqa: E731
     learner = RolloutLearner(policy=module.policy, advantages=module.compute_advantages,
                              **(env_hooks(module) if env_hooks else {}))
     datamodule = RolloutDataModule(

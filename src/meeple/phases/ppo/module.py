@@ -176,6 +176,7 @@ class PPOModule(RolloutModule):
             return cache["dist"]
 
         terms["extra"] = self.extra_terms(batch, losses, policy, metrics)
+        terms.update(self.policy_terms(batch, policy, metrics))
         if self.aux:
             terms["aux"] = self.aux_terms(batch, policy, metrics)
         return terms, metrics
@@ -194,6 +195,12 @@ class PPOModule(RolloutModule):
             metrics[f"loss/aux_{name}"] = loss.detach()
             total = total + term.coef * loss
         return total
+
+    def policy_terms(self, batch: TensorDictBase, policy: Callable,
+                     metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:  # fmt: skip
+        """Named loss terms a subclass adds on the current policy (``policy()``), each reported
+        on its own by the gradient split; none here."""
+        return {}
 
     def extra_terms(self, batch: TensorDictBase, losses: TensorDictBase, policy: Callable,
                     metrics: dict[str, torch.Tensor]) -> torch.Tensor | float:

@@ -1,0 +1,210 @@
+"""Action values from branched rollouts with common random numbers (``env.branch``).
+
+PPO's advantage of a mahjong decision is the return of one game minus a critic's guess, and
+most of that return is the wall: who draws what decides a hand far more than one discard does
+(docs/rl_diagnostics.md, sections e-h: 0.6% of a public policy's decisions carry a signal the
+size of the advantage's noise). A simulator that can copy a table can ask the question directly.
+At a learner decision, `BranchValues` copies the table once per candidate action
+(``BatchSim.copy_tables``), plays the candidate in its copy and the rest of the hand with the
+learner's current policy and the table's own bots, and sums the learner's rewards up to the
+hand's end. The copies share everything that is luck:
+
+- the walls and every bot's random stream (they are copied with the table);
+- the learner's own sampling: at the j-th decision after the branch every copy of one decision
+  draws with the same uniform number (inverse-CDF sampling), so two copies that reach the same
+  state play the same action.
+
+So where the candidate does not matter, as in most decisions, the copies play the same hand and
+their values differ by exactly 0; where it does (a deal-in, a win given up), the difference is
+the effect of that one choice on that wall. Each value is an unbiased sample of the public
+policy's action value: the copies start from the real hidden state, which is a draw from its
+true distribution given what the learner has seen, and the learner's policy in them reads only
+the public planes. (The "vine" estimator of Schulman et al.'s TRPO paper, with a hand as the
+horizon.) `meeple_mahjong.branch_ppo` trains on these values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from meeple.errors import ConfigError
+from meeple_native import mahjong as _mj
+
+from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, PolicyFn, is_oracle
+
+
+@dataclass(frozen=True)
+class BranchOptions:
+    """``env.branch``: how often and how widely a decision is branched.
+
+    ``prob``: the chance that a learner decision with at least two legal actions is branched;
+    ``candidates``: how many actions are tried there (the policy's most likely, at least 2);
+    ``tables``: copies played at once (one simulator of that many tables, reused);
+    ``max_steps``: learner steps after which a copy stops (a hand has at most ~25)."""
+
+    prob: float = 0.1
+    candidates: int = 4
+    tables: int = 256
+    max_steps: int = 64
+
+    @classmethod
+    def parse(cls, node: Any) -> BranchOptions:
+        accepted = "a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1"
+        if not isinstance(node, dict) and not hasattr(node, "items"):
+            raise ConfigError(f"env.branch={node!r}; accepted: null (off) or {accepted}")
+        opts = dict(node.items())
+        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps"})
+        if unknown:
+            raise ConfigError(f"env.branch has unknown keys {unknown}; accepted: {accepted}")
+        o = cls(**opts)
+        if not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1:
+            raise ConfigError(f"env.branch={opts}; accepted: {accepted}")
+        return o
+
+
+def crn_sample(logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draws from softmax(logits) (rows; -inf = illegal) with the uniforms ``u``:
+    rows given the same logits and the same u draw the same action."""
+    cdf = logits.softmax(-1).cumsum(-1)
+    pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
+    # a rounding past the last legal action falls back to the most likely one
+    legal = torch.isfinite(logits).gather(-1, pick.clamp_max(logits.shape[-1] - 1).unsqueeze(-1)).squeeze(-1)
+    return torch.where(legal & (pick < logits.shape[-1]), pick, logits.argmax(-1))
+
+
+def top_candidates(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """[N, k] action indices: each row's k most likely legal actions, -1 where fewer are legal."""
+    k = min(k, logits.shape[-1])
+    values, idx = logits.topk(k, dim=-1)
+    return idx.masked_fill(~torch.isfinite(values), -1)
+
+
+class BranchValues:
+    """Plays branches of decisions of a source ``BatchSim`` (see the module doc).
+
+    ``sim_args``: the source simulator's ``learner_seats``, ``bots``, ``score_scale`` and
+    ``rank_reward`` (copies need the same); ``rules``: its ``Game`` of rule options."""
+
+    def __init__(self, options: BranchOptions, rules: Any, sim_args: dict[str, Any], *, seed: int = 0) -> None:
+        self.options = options
+        self.L = len(sim_args["learner_seats"])
+        self.sim = _mj.BatchSim(options.tables, rules, **{**sim_args, "threads": sim_args.get("threads", 1)})
+        n = self.sim.num_slots
+        self.buf = {
+            "obs": torch.empty(n, PLANES, WIDTH),
+            "mask": torch.empty(n, NUM_ACTIONS, dtype=torch.uint8),
+            "active": torch.empty(n, dtype=torch.uint8),
+            "reward": torch.empty(n),
+            "done": torch.empty(n, dtype=torch.uint8),
+        }
+        self.oracle: torch.Tensor | None = None
+        self.gen = torch.Generator().manual_seed(seed)
+        self.policy: PolicyFn | None = None
+        self.copies = 0  # branches played
+        self.truncated = 0  # ... of which reached max_steps before the hand ended
+        self.forwards = 0  # policy calls in branches
+
+    def set_policy(self, fn: PolicyFn) -> None:
+        """``fn(obs, mask[, oracle]) -> masked logits`` (meeple.nets.policy_fn.logits_fn)."""
+        self.policy = fn
+        if is_oracle(fn) and self.oracle is None:
+            self.oracle = torch.empty(self.sim.num_slots, ORACLE_PLANES, WIDTH)
+
+    def _out(self) -> dict[str, Any]:
+        out = {k: v.numpy() for k, v in self.buf.items()}
+        if self.oracle is not None:
+            out["oracle"] = self.oracle.numpy()
+        return out
+
+    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
+        obs, mask = self.buf["obs"][rows], self.buf["mask"][rows].bool()
+        self.forwards += 1
+        if self.oracle is not None:
+            return self.policy(obs, mask, self.oracle[rows])  # type: ignore[misc]
+        return self.policy(obs, mask)  # type: ignore[misc]
+
+    def values(self, source: Any, tables: torch.Tensor, seats: torch.Tensor,
+               candidates: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """[N, K] sum of the learner's rewards from decision n with action candidates[n, k] to
+        the end of that hand (nan where candidates[n, k] < 0). Decision n is the pending one of
+        learner column ``seats[n]`` at ``source``'s table ``tables[n]``."""
+        if self.policy is None:
+            raise RuntimeError("BranchValues.values before set_policy: the branches need the learner's policy")
+        N, K = candidates.shape
+        out = torch.full((N, K), float("nan"))
+        per_call = max(self.options.tables // K, 1)
+        for start in range(0, N, per_call):
+            sl = slice(start, min(start + per_call, N))
+            out[sl] = self._play(source, tables[sl], seats[sl], candidates[sl])
+        return out
+
+    def _play(self, source: Any, tables: torch.Tensor, seats: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        n, K = cand.shape
+        T, L = self.options.tables, self.L
+        used = cand.reshape(-1) >= 0
+        src = torch.full((T,), -1, dtype=torch.int32)
+        src[: n * K] = torch.where(used, tables.repeat_interleave(K).to(torch.int32), -1)
+        out = self._out()
+        self.sim.copy_tables(source, src.numpy(), **out)
+        b = torch.arange(n * K)
+        slot = b * L + seats.repeat_interleave(K)  # the branched learner column of each copy
+        group = torch.arange(n).repeat_interleave(K)  # copies of one decision share their draws
+        hands = torch.tensor(self.sim.hands_played()[: n * K])
+        value = torch.zeros(n * K)
+        live = used.clone()
+        first = True
+        for _ in range(self.options.max_steps + 1):
+            if not live.any():
+                break
+            active = self.buf["active"].view(torch.bool)
+            go_tables = torch.zeros(T, dtype=torch.bool)
+            go_tables[: n * K] = live
+            rows = torch.nonzero(active & go_tables.repeat_interleave(L)).squeeze(-1)
+            actions = torch.full((T * L,), _mj.PASS_ACTION, dtype=torch.int64)
+            if len(rows):
+                u = torch.rand(n, L, generator=self.gen)  # one draw per decision and column
+                owner = rows // L
+                actions[rows] = crn_sample(self._logits(rows), u[group[owner], rows % L])
+            if first:  # the branch point: each copy plays its candidate
+                actions[slot[used]] = cand.reshape(-1)[used]
+                first = False
+            self.sim.step(actions.numpy(), **out, tables=go_tables.to(torch.uint8).numpy())
+            value += torch.where(live, self.buf["reward"][slot], 0.0)
+            now = torch.tensor(self.sim.hands_played()[: n * K])
+            live &= ~(self.buf["done"][slot].bool() | (now != hands))
+        self.copies += int(used.sum())
+        self.truncated += int(live.sum())
+        return value.masked_fill(~used, float("nan")).view(n, K)
+
+
+def branch_keys(
+    values_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    logits: torch.Tensor,
+    chosen: torch.Tensor,
+    k: int,
+) -> dict[str, torch.Tensor]:
+    """The env's branch keys for decisions whose ``logits`` [N, A] (masked) were computed and
+    of which ``chosen`` [N] bool are branched: ``branch_value`` [N, A] (each candidate's value,
+    0 elsewhere), ``branch_mask`` [N, A] (the candidates) and ``branch_prior`` [N, A] (the
+    policy's probabilities renormalised over the candidates: the behaviour policy of the
+    all-action surrogate)."""
+    N, A = logits.shape
+    value = torch.zeros(N, A)
+    mask = torch.zeros(N, A, dtype=torch.bool)
+    prior = torch.zeros(N, A)
+    rows = torch.nonzero(chosen).squeeze(-1)
+    if len(rows):
+        cand = top_candidates(logits[rows], k)
+        q = values_fn(rows, cand)
+        ok = cand >= 0
+        r = rows.unsqueeze(-1).expand_as(cand)[ok]
+        c = cand[ok]
+        value[r, c] = q[ok]
+        mask[r, c] = True
+        lp = logits[rows].masked_fill(~mask[rows], float("-inf")).log_softmax(-1)
+        prior[rows] = lp.exp().nan_to_num(0.0)
+    return {"branch_value": value, "branch_mask": mask, "branch_prior": prior}

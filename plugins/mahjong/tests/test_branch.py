@@ -1,0 +1,173 @@
+"""Branched action values (meeple_mahjong.branch, ``env.branch``) and the module that learns from
+them (meeple_mahjong.branch_ppo): a branch is an exact copy of its table, so the branch of the
+action the game then took replays that game's hand; the all-action surrogate moves mass toward
+the candidate that kept more points; bad options fail in one line."""
+
+import numpy as np
+import pytest
+import torch
+from torchrl.envs.utils import step_mdp
+
+from meeple.checkpoint.callback import load_gate
+from meeple.checkpoint.io import load_verified
+from meeple.errors import ConfigError
+from meeple_mahjong.batch_env import MahjongEnv
+from meeple_mahjong.branch import BranchOptions, crn_sample, top_candidates
+from meeple_mahjong.branch_ppo import BranchPPOModule, branch_surrogate
+from meeple_native import mahjong as mj
+
+NA = mj.NUM_ACTIONS
+
+
+def lowest_legal(obs, mask):
+    """A deterministic policy as masked logits: the lowest legal action index, always."""
+    return (-1000.0 * torch.arange(NA, dtype=torch.float32)).expand(len(obs), -1).masked_fill(~mask, float("-inf"))
+
+
+def _buffers(n):
+    return dict(obs=np.zeros((n, 84, 34), np.float32), mask=np.zeros((n, NA), np.uint8),
+                active=np.zeros(n, np.uint8), reward=np.zeros(n, np.float32), done=np.zeros(n, np.uint8),
+                rank=np.zeros(n, np.int8), score=np.zeros(n, np.int32))  # fmt: skip
+
+
+def test_a_copied_table_plays_on_exactly_as_its_source():
+    rng = np.random.default_rng(0)
+    src = mj.BatchSim(6, mj.Game(), session_seed=5)
+    dst = mj.BatchSim(6, mj.Game(), session_seed=99)  # its own seed is irrelevant to copies
+    a, b = _buffers(6), _buffers(6)
+    src.reset(None, **a)
+    for _ in range(20):
+        src.step(np.array([rng.choice(np.flatnonzero(m)) for m in a["mask"]], np.int64), **a)
+    dst.copy_tables(src, np.arange(6, dtype=np.int32)[::-1].copy(), **b)
+    assert (b["obs"][::-1] == a["obs"]).all() and (b["mask"][::-1] == a["mask"]).all()
+    assert (b["reward"] == 0).all() and dst.hands_played() == src.hands_played()[::-1]
+    for _ in range(60):
+        if a["done"].any():
+            break
+        act = np.array([rng.choice(np.flatnonzero(m)) for m in a["mask"]], np.int64)
+        src.step(act, **a)
+        dst.step(act[::-1].copy(), **b)
+        for k in a:
+            assert (b[k][::-1] == a[k]).all(), k
+    idle = mj.BatchSim(6, mj.Game())
+    out = _buffers(6)
+    idle.copy_tables(src, np.array([-1, 0, -1, 1, 2, 3], np.int32), **out)
+    assert list(out["active"][[0, 2]]) == [0, 0] and out["mask"][0].nonzero()[0].tolist() == [mj.PASS_ACTION]
+
+
+def test_copy_tables_refuses_what_it_cannot_copy():
+    src = mj.BatchSim(4, mj.Game())
+    with pytest.raises(ValueError, match=r"source table 7 of table 0 is not in \[0, 4\)"):
+        mj.BatchSim(4, mj.Game()).copy_tables(src, np.full(4, 7, np.int32), **_buffers(4))
+    with pytest.raises(ValueError, match="other learner seats, bots or rewards"):
+        mj.BatchSim(4, mj.Game(), learner_seats=[2]).copy_tables(src, np.arange(4, dtype=np.int32), **_buffers(4))
+    with pytest.raises(ValueError, match="explicit games takes no copies"):
+        mj.BatchSim(1, mj.Game(), games=[(0, 0, 0)]).copy_tables(src, np.zeros(1, np.int32), **_buffers(1))
+
+
+def test_the_branch_of_the_action_taken_is_the_hand_the_game_then_played():
+    """With a deterministic policy every branch of a candidate plays what the game would: the
+    value the env wrote for the action the game then took equals the rewards the game paid from
+    that decision to the hand's end (scores to the point, and the rank bonus at a game's end)."""
+    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48})
+    env.set_branch_policy(lowest_legal)
+    env.set_seed(3)
+    td = env.reset()
+    open_, checked, nonzero = [], 0, 0
+    for _ in range(200):
+        mask, bm = td["action_mask"], td["branch_mask"]
+        action = torch.where(mask, -torch.arange(NA, dtype=torch.float32), float("-inf")).argmax(-1)
+        assert (bm.sum(-1) == torch.minimum(mask.sum(-1), torch.tensor(3)).where(mask.sum(-1) >= 2, 0)).all()
+        hands = env.sim.hands_played()
+        for t in torch.nonzero(bm.any(-1)).squeeze(-1).tolist():
+            assert bm[t, action[t]]  # the game's action is among the candidates (the most likely)
+            open_.append([t, hands[t], float(td["branch_value"][t, action[t]]), 0.0])
+        td["action"] = action
+        stepped = env.step(td)
+        nxt = stepped["next"]
+        reward, done = nxt["reward"].squeeze(-1), nxt["done"].squeeze(-1)
+        now, still = env.sim.hands_played(), []
+        for item in open_:
+            t = item[0]
+            item[3] += float(reward[t])
+            if done[t] or now[t] != item[1]:
+                assert item[3] == pytest.approx(item[2], abs=1e-6), item
+                checked += 1
+                nonzero += item[2] != 0
+            else:
+                still.append(item)
+        open_ = still
+        if done.any():
+            break
+        td = step_mdp(stepped)
+    assert checked >= 300 and nonzero >= 30, (checked, nonzero)
+    counts = env.branch_counts
+    assert counts["copies"] > checked and counts["truncated"] == 0
+
+
+def test_copies_of_one_decision_draw_alike_and_by_the_policy():
+    logits = torch.tensor([[0.0, 1.0, float("-inf"), 2.0]]).expand(20_000, -1)
+    u = torch.rand(20_000, generator=torch.Generator().manual_seed(0))
+    a = crn_sample(logits, u)
+    assert (crn_sample(logits, u) == a).all() and not (a == 2).any()  # same draws, never illegal
+    freq = torch.bincount(a, minlength=4).float() / len(a)
+    assert torch.allclose(freq, logits[0].softmax(-1), atol=0.01)
+    assert crn_sample(logits[:1], torch.zeros(1)).item() == 0  # u = 0: the first legal action
+    cand = top_candidates(torch.tensor([[0.0, 3.0, float("-inf"), 2.0], [5.0] + [float("-inf")] * 3]), 3)
+    assert cand.tolist() == [[1, 3, 0], [0, -1, -1]]
+
+
+def test_the_all_action_surrogate_moves_mass_to_the_candidate_that_kept_more_points():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 6, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0]]).bool()
+    value = torch.tensor([[0.0, -0.8, 0, 0, 0, 0], [0.2, 0, 0, 0, 0, 0], [0.0] * 6])  # row 2: a tie
+    prior = logits.detach().masked_fill(~mask, float("-inf")).softmax(-1)
+    loss, metrics = branch_surrogate(logits, value, mask, prior, 0.1)
+    loss.backward()
+    g = logits.grad
+    assert g[0, 1] > 0 and g[0, 0] < 0 and g[0, 2] < 0  # descent lowers the deal-in, raises the others
+    assert g[1, 0] < 0 < g[1, 1]
+    assert (g[2] == 0).all() and (g[:, 3:][:2] == 0).all()  # ties and non-candidates: no gradient
+    assert metrics["branch/tie_fraction"] == pytest.approx(1 / 3)
+    # past the clip the surrogate stops pushing: a candidate already far up gets no more gradient
+    moved = logits.detach().clone()
+    moved[1, 0] += 3.0
+    moved.requires_grad_(True)
+    loss, metrics = branch_surrogate(moved, value, mask, prior, 0.1)
+    loss.backward()
+    assert moved.grad[1].abs().sum() == 0 and metrics["branch/clip_fraction"] > 0
+
+
+def test_bad_branch_options_fail_in_one_line():
+    with pytest.raises(ConfigError, match="unknown keys"):
+        BranchOptions.parse({"probability": 0.1})
+    with pytest.raises(ConfigError, match=r"accepted: a mapping with prob \(0, 1\]"):
+        BranchOptions.parse({"prob": 0.0})
+    with pytest.raises(ConfigError, match="candidates >= 2"):
+        BranchOptions.parse({"candidates": 1})
+    with pytest.raises(ConfigError, match="branches are played with bots only"):
+        MahjongEnv(4, branch={"prob": 0.5}, opponents="net", opponent_policies={"net": lowest_legal})
+    env = MahjongEnv(4, branch={"prob": 1.0})
+    with pytest.raises(RuntimeError, match="no policy set"):
+        env.reset()
+    with pytest.raises(ConfigError, match="env without branches"):
+        MahjongEnv(4).set_branch_policy(lowest_legal)
+    with pytest.raises(ConfigError, match="needs env.branch"):
+        BranchPPOModule.prepare_env(None, MahjongEnv(4))  # type: ignore[arg-type]
+
+
+def test_phase1_branch_trains_from_the_clone_on_branched_values(mahjong_runs, tiny_train, tmp_path):
+    source = mahjong_runs["phase2"]  # its gates/phase1.pt is the clone
+    tiny_train(tmp_path, "+experiment=phase1_branch", f"pipeline.source={source}", "pipeline.stages.rl.env.branch.prob=1.0")
+    (run,) = (tmp_path / "outputs" / "runs").iterdir()
+    gate = load_gate(run / "gates" / "branch.pt")
+    clone = load_gate(source / "gates" / "phase1.pt")["model_state_dict"]
+    state = gate["model_state_dict"]
+    (stem,) = [k for k in state if k.startswith("actor.") and k.endswith("stem.0.weight")]
+    assert not (state[stem] == clone[stem]).all()  # the branches' term moved the cloned body
+    metrics = gate["metrics"]
+    assert metrics["branch/rows"] > 0.5 and "loss/branch" in metrics and "eval/avg_rank" in metrics
+    latest = load_verified(run / "phase1" / "checkpoints" / "latest.pt")
+    assert latest["config"]["phase"]["module"]["surrogate_coef"] == 0.0
+    assert latest["config"]["env"]["branch"]["candidates"] == 4
