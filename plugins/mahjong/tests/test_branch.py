@@ -171,3 +171,58 @@ def test_phase1_branch_trains_from_the_clone_on_branched_values(mahjong_runs, ti
     latest = load_verified(run / "phase1" / "checkpoints" / "latest.pt")
     assert latest["config"]["phase"]["module"]["surrogate_coef"] == 0.0
     assert latest["config"]["env"]["branch"]["candidates"] == 4
+
+
+def _branched_batch(actor, tables=8, steps=10):
+    """Decisions of ``actor`` (sampled) in the env with every eligible decision branched."""
+    from meeple.nets.policy_fn import logits_fn
+
+    env = MahjongEnv(tables, branch={"prob": 1.0, "candidates": 4, "tables": 64})
+    env.set_branch_policy(logits_fn(actor))
+    env.set_seed(11)
+    td, rows = env.reset(), []
+    with torch.no_grad():
+        for _ in range(steps):
+            td = actor(td)
+            rows.append(td.select("observation", "action_mask", "branch_value", "branch_mask", "branch_prior").clone())
+            td = step_mdp(env.step(td))
+    batch = torch.cat(rows)
+    return batch[batch["branch_mask"].any(-1) & (batch["branch_value"].abs().amax(-1) > 0)]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_branch_term_teaches_a_network_its_best_candidates(broken):
+    """The learning check of the branch machinery: the all-action surrogate on values the env
+    branched, through the real network, moves its mass onto each decision's best candidate; the
+    same update with the logits cut from the network (a gradient that cannot reach the weights)
+    does not."""
+    from meeple_mahjong.net import build_mahjong_actor_critic
+
+    torch.manual_seed(0)
+    env = MahjongEnv(2)
+    actor, _ = build_mahjong_actor_critic(env.observation_spec, env.action_spec, blocks=1, channels=16,
+                                          groups=4, hidden=32, tile_head=True)  # fmt: skip
+    batch = _branched_batch(actor)
+    assert len(batch) >= 25
+    opt = torch.optim.Adam(actor.parameters(), lr=3e-3)
+
+    def best_mass():
+        with torch.no_grad():
+            return float(branch_surrogate(actor.get_dist(batch).logits, batch["branch_value"], batch["branch_mask"],
+                                          batch["branch_prior"], 0.2)[1]["branch/best_mass"])  # fmt: skip
+
+    start = best_mass()
+    for _ in range(100):
+        logits = actor.get_dist(batch).logits
+        if broken:
+            logits = logits.detach().requires_grad_(True)
+        prior = logits.detach().masked_fill(~batch["branch_mask"], float("-inf")).softmax(-1)  # on-policy each step
+        loss, _ = branch_surrogate(logits, batch["branch_value"], batch["branch_mask"], prior, 0.2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    end = best_mass()
+    if broken:
+        assert end == pytest.approx(start, abs=1e-6)
+    else:
+        assert end > start + 0.15, (start, end)
