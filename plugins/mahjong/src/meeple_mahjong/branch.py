@@ -92,7 +92,7 @@ class BranchValues:
     def __init__(self, options: BranchOptions, rules: Any, sim_args: dict[str, Any], *, seed: int = 0) -> None:
         self.options = options
         self.L = len(sim_args["learner_seats"])
-        self.sim = _mj.BatchSim(options.tables, rules, **{**sim_args, "threads": sim_args.get("threads", 1)})
+        self.sim = _mj.BatchSim(options.tables, rules, **sim_args)
         n = self.sim.num_slots
         self.buf = {
             "obs": torch.empty(n, PLANES, WIDTH),
