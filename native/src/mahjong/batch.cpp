@@ -222,12 +222,10 @@ void BatchSim::copy_tables(const BatchSim& src, const int32_t* src_tables, const
   for (int t = 0; t < cfg_.num_tables; ++t) {
     Table& tb = tables_[t];
     if (src_tables[t] >= 0) {
+      // The source's last write left last_score at the current scores, so the copy's first
+      // reward counts from the branch point; a finished game has no pending seat to activate.
       tb = src.tables_[src_tables[t]];
-      // A copy keeps its source's last_score, so its first reward counts from the branch point.
-      const std::array<int, 4> base = tb.last_score;
       write(t, out, false);
-      tb.last_score = base;
-      if (tb.finished) std::fill(active_.begin() + static_cast<size_t>(t) * L, active_.begin() + (t + 1) * L, 0);
       continue;
     }
     tb.finished = true;

@@ -190,10 +190,7 @@ class MahjongEnv(EnvBase):
         logits = torch.full(mask.shape, float("-inf"))
         rows = torch.nonzero(chosen).squeeze(-1)
         if len(rows):
-            if b.policy is None:
-                raise RuntimeError("env.branch: no policy set (MahjongEnv.set_branch_policy) before the first decision")
-            planes = buf["oracle"][rows] if "oracle" in buf and b.oracle is not None else None
-            logits[rows] = b.policy(buf["obs"][rows], mask[rows], *(() if planes is None else (planes,)))
+            logits[rows] = b.logits(buf["obs"][rows], mask[rows], buf["oracle"][rows] if "oracle" in buf else None)
         L = self._cols
         return branch_keys(lambda r, cand: b.values(self.sim, r // L, r % L, cand), logits, chosen, o.candidates)
 

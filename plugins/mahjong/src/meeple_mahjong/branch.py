@@ -106,7 +106,7 @@ class BranchValues:
         self.policy: PolicyFn | None = None
         self.copies = 0  # branches played
         self.truncated = 0  # ... of which reached max_steps before the hand ended
-        self.forwards = 0  # policy calls in branches
+        self.forwards = 0  # policy calls (choosing candidates and playing branches)
 
     def set_policy(self, fn: PolicyFn) -> None:
         """``fn(obs, mask[, oracle]) -> masked logits`` (meeple.nets.policy_fn.logits_fn)."""
@@ -120,20 +120,22 @@ class BranchValues:
             out["oracle"] = self.oracle.numpy()
         return out
 
-    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
-        obs, mask = self.buf["obs"][rows], self.buf["mask"][rows].bool()
+    def logits(self, obs: torch.Tensor, mask: torch.Tensor, oracle: torch.Tensor | None = None) -> torch.Tensor:
+        """The policy's masked logits on these rows (with their oracle planes if it reads them)."""
+        if self.policy is None:
+            raise RuntimeError("env.branch: no policy set (MahjongEnv.set_branch_policy) before the first decision")
         self.forwards += 1
-        if self.oracle is not None:
-            return self.policy(obs, mask, self.oracle[rows])  # type: ignore[misc]
-        return self.policy(obs, mask)  # type: ignore[misc]
+        return self.policy(obs, mask, oracle) if is_oracle(self.policy) else self.policy(obs, mask)
+
+    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
+        planes = self.oracle[rows] if self.oracle is not None else None
+        return self.logits(self.buf["obs"][rows], self.buf["mask"][rows].bool(), planes)
 
     def values(self, source: Any, tables: torch.Tensor, seats: torch.Tensor,
                candidates: torch.Tensor) -> torch.Tensor:  # fmt: skip
         """[N, K] sum of the learner's rewards from decision n with action candidates[n, k] to
         the end of that hand (nan where candidates[n, k] < 0). Decision n is the pending one of
         learner column ``seats[n]`` at ``source``'s table ``tables[n]``."""
-        if self.policy is None:
-            raise RuntimeError("BranchValues.values before set_policy: the branches need the learner's policy")
         N, K = candidates.shape
         out = torch.full((N, K), float("nan"))
         per_call = max(self.options.tables // K, 1)
