@@ -361,3 +361,23 @@ def test_a_safe_challenger_is_its_own_player_and_deals_in_less(run_dir, tmp_path
     assert s["challenger"]["deal_in_rate"] < s["baseline"]["deal_in_rate"], (s["challenger"], s["baseline"])
     with pytest.raises(SystemExit):
         dup.main(["--challenger", "rule", "--safe-challenger"])
+
+
+def test_a_sampled_challenger_is_its_own_player_and_a_cold_one_plays_the_argmax(run_dir, tmp_path, capsys):
+    """--sample T: the challenger draws from softmax(logits / T) while the same network's copies
+    in the other seats stay greedy; near T = 0 the draw is the argmax, so the table is even."""
+    def play(t):
+        out = tmp_path / f"sample{t}.json"
+        argv = ["--challenger", str(run_dir), "--opponent", str(run_dir), "--sample", str(t),
+                "--games", "3", "--east-only", "--out", str(out)]  # fmt: skip
+        assert dup.main(argv) == 0
+        return json.loads(out.read_text())
+
+    warm, cold = play(1.0), play(1e-6)
+    assert warm["sample_temperature"] == 1.0 and "sample_temperature" not in warm["opponent_policy"]
+    assert set(warm["challenger"]["per_index_rank"].values()) != {2.5}  # a player of its own
+    assert cold["challenger"]["avg_rank"] == 2.5 and set(cold["challenger"]["per_index_rank"].values()) == {2.5}
+    for bad in (["--challenger", str(run_dir), "--sample", "0"], ["--challenger", "rule", "--sample", "1"]):
+        with pytest.raises(SystemExit):
+            dup.main(bad)
+        assert "--sample" in capsys.readouterr().err

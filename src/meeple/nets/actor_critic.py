@@ -90,13 +90,19 @@ def build_actor_critic(
 
 class TransformedLinear(nn.Linear):
     """A linear layer whose output gets ``addend(*inputs)`` added (a network's own extra logits,
-    e.g. per-tile ones from a feature map) and then goes through a parameter-free
-    ``transform(out, *extra)`` (a game's fixed rule). The linear part's state dict is the plain
-    layer's, so checkpoints of the plain layer load the same with a transform; an addend adds its
-    own keys under ``addend.``."""
+    e.g. per-tile ones from a feature map), is divided by a fixed ``temperature`` and then goes
+    through a parameter-free ``transform(out, *extra)`` (a game's fixed rule). The linear part's
+    state dict is the plain layer's, so checkpoints of the plain layer load the same with a
+    transform or a temperature; an addend adds its own keys under ``addend.``.
+
+    The temperature is a setting of the model, not state: a checkpoint's config carries it. Below
+    1 it sharpens the policy without moving its argmax (a cloned policy sampled at 1 plays far worse
+    than greedily, docs/rl_diagnostics.md section p)."""
 
     def __init__(self, linear: nn.Linear, transform: nn.Module | None = None,
-                 addend: nn.Module | None = None, addend_inputs: int = 0) -> None:
+                 addend: nn.Module | None = None, addend_inputs: int = 0, temperature: float = 1.0) -> None:
+        if not temperature > 0:
+            raise ConfigError(f"model.policy_temperature={temperature}; accepted: a float > 0")
         super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
         self.load_state_dict(linear.state_dict())
         if transform is not None and (any(True for _ in transform.parameters()) or transform.state_dict()):
@@ -104,12 +110,15 @@ class TransformedLinear(nn.Linear):
         self.transform = transform
         self.addend = addend
         self.addend_inputs = addend_inputs if addend is not None else 0
+        self.temperature = float(temperature)
         self.enabled = True  # False: no transform (see without_logits_transforms)
 
     def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
         out = super().forward(x)
         if self.addend is not None:
             out = out + self.addend(*extra[: self.addend_inputs])
+        if self.temperature != 1.0:
+            out = out / self.temperature
         extra = extra[self.addend_inputs :]
         return self.transform(out, *extra) if self.enabled and self.transform is not None else out
 
@@ -146,6 +155,7 @@ def shared_heads(
     logits_transform: nn.Module | None = None, transform_keys: Sequence[str] = (),
     logits_addend: nn.Module | None = None, addend_keys: Sequence[str] = (),
     detach_critic: bool = False, value_addend: nn.Module | None = None, value_keys: Sequence[str] = (),
+    temperature: float = 1.0,
 ) -> tuple[ProbabilisticActor, TensorDictModule]:
     """Policy and value heads on one trunk that writes ``hidden`` (TorchRL's ActorValueOperator).
 
@@ -156,10 +166,11 @@ def shared_heads(
     policy fns, a distillation teacher). ``detach_critic``: the value head learns on the trunk's
     features but its loss does not move the trunk (only the policy's terms do).
     ``value_addend(*value_keys' values)`` is added to the value (:class:`ValueLinear`): the critic
-    reads those keys, the actor does not."""
+    reads those keys, the actor does not. ``temperature``: the policy is softmax(logits / T)
+    (:class:`TransformedLinear`)."""
     linear = orthogonal_linear(width, num_actions(action_spec), 0.01)
-    if logits_transform is not None or logits_addend is not None:
-        linear = TransformedLinear(linear, logits_transform, logits_addend, len(addend_keys))
+    if logits_transform is not None or logits_addend is not None or temperature != 1.0:
+        linear = TransformedLinear(linear, logits_transform, logits_addend, len(addend_keys), temperature)
     policy_head = TensorDictModule(linear, ["hidden", *addend_keys, *transform_keys], ["logits"])
     value = orthogonal_linear(width, 1, 1.0)
     if detach_critic or value_addend is not None:

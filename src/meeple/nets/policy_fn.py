@@ -70,12 +70,15 @@ def greedy_policy(actor: torch.nn.Module, *, device: str | torch.device | None =
     return _as_policy_fn(actor, _device(actor, device), lambda logits: logits.argmax(-1))
 
 
-def sampled_policy(actor: torch.nn.Module, *, seed: int = 0, device: str | torch.device | None = None) -> PolicyFn:
-    """A draw from the softmax of the masked logits, from the fn's own CPU generator seeded by
-    ``seed``: reproducible, and the global RNG (the learner's sampling) is left alone."""
+def sampled_policy(actor: torch.nn.Module, *, seed: int = 0, temperature: float = 1.0,
+                   device: str | torch.device | None = None) -> PolicyFn:
+    """A draw from softmax(masked logits / temperature), from the fn's own CPU generator seeded
+    by ``seed``: reproducible, and the global RNG (the learner's sampling) is left alone."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
     gen = torch.Generator().manual_seed(seed)
-    return _as_policy_fn(actor, _device(actor, device),
-                         lambda logits: torch.multinomial(logits.softmax(-1), 1, generator=gen).squeeze(-1))
+    return _as_policy_fn(actor, _device(actor, device), lambda logits: torch.multinomial(
+        (logits / temperature).softmax(-1), 1, generator=gen).squeeze(-1))
 
 
 def logits_fn(actor: torch.nn.Module, *, device: str | torch.device | None = None) -> PolicyFn:

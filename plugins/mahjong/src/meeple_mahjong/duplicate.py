@@ -249,6 +249,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="the challenger (a network) never plays a discard the oracle planes show an "
                    "opponent can ron on while another action is legal: the ceiling of phase 2's "
                    "teacher safety rule (meeple_mahjong.safety)")  # fmt: skip
+    p.add_argument("--sample", type=float, default=None, metavar="T",
+                   help="the challenger and the baseline (networks) draw from softmax(logits / T) "
+                   "instead of playing their argmax (opponents stay greedy). The logits already "
+                   "include the model's policy_temperature, so --sample 1 plays as PPO trained "
+                   "the policy (docs/rl_diagnostics.md section p)")  # fmt: skip
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="the policy's checkpoint (.pt) or run directory (its newest stage's latest.pt)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device of the policy (default cpu)")
@@ -275,6 +280,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
             a.sources[role] = Path(name)
         else:
             p.error(f"--{role} '{name}' is unknown; accepted: {players}")
+    if a.sample is not None and not (a.sample > 0 and {"challenger", "baseline"} & set(a.sources)):
+        p.error(f"--sample {a.sample}: accepted: a temperature > 0, with a network challenger or baseline")
     if a.safe_challenger and "challenger" not in a.sources:
         p.error("--safe-challenger needs a network challenger (a checkpoint or run directory)")
     if a.checkpoint is not None and POLICY_PLAYER not in (a.challenger, a.opponent, a.baseline):
@@ -309,7 +316,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
     import torch  # only a policy needs torch
 
     from meeple.checkpoint.io import file_sha256, read_sidecar
-    from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor
+    from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor, sampled_policy
     from meeple_mahjong.safety import safe_policy
 
     torch.set_num_threads(a.torch_threads)
@@ -317,7 +324,8 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
     for role, path in a.sources.items():
         actor, loaded = load_policy_actor(path, device=a.device)
         safe = a.safe_challenger and role == "challenger"
-        key = (str(Path(loaded["file"]).resolve()), safe)  # a run directory and its latest.pt: one network
+        sample = a.sample if role in ("challenger", "baseline") else None
+        key = (str(Path(loaded["file"]).resolve()), safe, sample)  # a run directory and its latest.pt: one network
         player = next((n for n, (k, _) in policies.items() if k == key), None)
         if player is None:
             trained = bool(((loaded["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
@@ -328,7 +336,10 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
                     file=sys.stderr,
                 )
             player = POLICY_PLAYER if not policies else f"{POLICY_PLAYER}-{len(policies) + 1}"
-            fn = greedy_policy(actor, device=a.device)
+            if sample is None:
+                fn = greedy_policy(actor, device=a.device)
+            else:  # each role draws from its own stream: a baseline's draws do not shift the challenger's
+                fn = sampled_policy(actor, seed=len(policies), temperature=sample, device=a.device)
             if safe:
                 fn = safe_policy(fn)
             policies[player] = (key, fn)
@@ -338,6 +349,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
         info[role] = {"checkpoint": loaded["file"], "checkpoint_sha256": digest,
                       "checkpoint_global_step": loaded["global_step"],
                       **({"safe": True} if safe else {}),
+                      **({"sample_temperature": sample} if sample is not None else {}),
                       "model": loaded["config"]["model"].get("_target_")}  # fmt: skip
         names[role] = player
     table = PolicyTable({n: fn for n, (_, fn) in policies.items()}, threads=a.threads, east_only=a.east_only)

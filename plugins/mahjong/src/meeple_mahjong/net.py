@@ -294,6 +294,7 @@ def build_mahjong_actor_critic(
     detach_critic: bool = False,
     oracle_critic: int = 0,
     danger_head: bool = False,
+    policy_temperature: float = 1.0,
     with_aux: bool = False,
 ) -> (
     tuple[ProbabilisticActor, TensorDictModule]
@@ -310,7 +311,8 @@ def build_mahjong_actor_critic(
     ``oracle_critic`` > 0 adds to the value an :class:`OracleValue` of that many blocks over the
     public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not;
     ``danger_head`` adds a :class:`DangerHead` (writing ``danger_logits``, for `phase.aux`) that
-    the policy reads through a :class:`DangerShift` of its discard logits.
+    the policy reads through a :class:`DangerShift` of its discard logits;
+    ``policy_temperature`` T: the policy is softmax(logits / T) (T < 1: sharper, same argmax).
     """
     shape = observation_shape(observation_spec)
     if len(shape) != 2:
@@ -378,6 +380,7 @@ def build_mahjong_actor_critic(
             MahjongTrunk(planes, width, blocks=oracle_critic, oracle_planes=oracle_shape[0], **sizes), hidden
         ) if oracle_critic else None,
         value_keys=(OBS_KEY, ORACLE_KEY) if oracle_critic else (),
+        temperature=policy_temperature,
     )  # fmt: skip
     if not with_aux:
         return actor, critic
