@@ -25,6 +25,17 @@ NUM_ACTIONS = _mj.NUM_ACTIONS
 
 PolicyFn = Callable[..., torch.Tensor]
 
+# The action indices of each kind of choice (docs/mahjong_encoding.md): what the change probe and
+# the focus module tell apart. Every index 0-154 is in exactly one kind.
+ACTION_KINDS: dict[str, range] = {
+    "discard": range(0, 37),   # a plain discard (34 kinds and the three red fives)
+    "riichi": range(37, 74),   # riichi with a discard
+    "call": range(74, 151),    # chi, pon, daiminkan, ankan, kakan
+    "win": range(151, 153),    # tsumo, ron
+    "pass": range(153, 154),   # decline every claim
+    "other": range(154, 155),  # nine terminals
+}
+
 
 def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     """An env's batch comes in whole tables: one slot per learner seat (one per table in a league)."""
