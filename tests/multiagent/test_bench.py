@@ -39,7 +39,8 @@ def test_progress_in_a_log_is_plain_lines_of_at_most_80(capsys):
     for agent in agents:
         monitor(Report.LEARNER, agent, {"agent": agent, "updates": 123456, "version": 3, "loss": 0.5,
                                         "updates_per_s": 50.0, "env_steps": 200})
-    monitor(Report.ACTOR, "actor", {"env_steps": 400, "epsilon": 0.1, "versions": [3, 3]})
+    monitor(Report.ACTOR, "actor", {"env_steps": 400, "epsilon": 0.1, "versions": [3, 3],
+                                     "waited_s": 0.5})
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all(len(line) <= 80 and line.isascii() for line in lines), lines
     assert lines[-1].startswith("env steps 400/400 ") and "agent_0: return -21.2" in lines[-1]

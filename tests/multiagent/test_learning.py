@@ -42,9 +42,10 @@ def test_each_agent_beats_random_in_simple_spread(compose):
         greedy = metrics[f"eval/{agent}/episode_return"]
         random = metrics[f"eval/{agent}/random_return"]
         assert greedy > random + 1.0, f"{agent}: greedy {greedy:.2f} vs random {random:.2f}"
-        # The actor's own returns are not asserted on: it is asynchronous, so under load it plays
-        # its last episodes with whatever the starved learner had published by then (twice, with
-        # the suite beside it, the last 40 were no better than the first 40 while the finished
-        # networks still beat random by > 1). The learners' update budget does not depend on load
-        # (docs/multiagent.md), so the evaluation above does not either. The curve must exist.
-        assert len(returns[agent]) >= 2 * WINDOW, len(returns[agent])
+        # The run is bit-reproducible (phase.max_update_lag=0, the default: the actor waits for
+        # the learners), so its own curve is a fixed number on a machine, not a draw that depends
+        # on load: this seed goes from -20.6 over its first 40 episodes to -15.0 over its last 40.
+        curve = returns[agent]
+        assert len(curve) >= 2 * WINDOW, len(curve)
+        first, last = (sum(part) / WINDOW for part in (curve[:WINDOW], curve[-WINDOW:]))
+        assert last > first + 2.0, f"{agent}: first {WINDOW} episodes {first:.2f}, last {last:.2f}"

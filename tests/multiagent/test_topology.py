@@ -79,6 +79,46 @@ def test_tiny_run_finishes_and_keeps_agents_isolated(tiny_cfg):
     assert shm_leftovers(ours) == set()
 
 
+def finished_run(cfg, **targets):
+    """Run to the end; (min learner updates seen at each actor report, the actor's waits,
+    each agent's buffer, each agent's final weights)."""
+    run = build_independent(cfg, **targets)
+    seen = []
+
+    def on_report(kind, sender, payload):
+        if kind == "actor":  # the learners' counters once the report is read: never less than then
+            seen.append((payload["env_steps"], min(run.state.updates), payload["waited_s"]))
+
+    try:
+        run.topology.run(on_report)
+        assert run.topology.finished
+        buffers = [b.storage[: len(b)].clone() for b in run.state.buffers]
+        weights = [m.slots[m.version % 2].state_dict() for m in run.state.models]
+        weights = [{k: v.clone() for k, v in w.items()} for w in weights]
+    finally:
+        run.topology.close()
+    return seen, buffers, weights
+
+
+def test_with_max_update_lag_0_a_slow_learner_changes_nothing(tiny_cfg):
+    """At max_update_lag=0 the actor waits after every write until each learner has done the
+    updates the pacing allows, and learners cannot do more: a learner 10 ms slower per update
+    (a starved CPU share) holds the actor back and the run is bit-identical to a normal one."""
+    cfg = tiny_cfg("phase.max_update_lag=0")
+    seen, buffers, weights = finished_run(cfg, learner_target="tests.multiagent.workers:slow_learner")
+    assert [steps for steps, _, _ in seen] == [50, 100, 150, 200, 250, 300, 350, 400]
+    for steps, updates, _ in seen:  # learning_starts 100, 1 update per step
+        assert updates >= steps - 100, (steps, updates)
+    # the first write past learning_starts asks for updates the learners could not have done yet
+    assert seen[-1][2] > 0
+    _, normal_buffers, normal_weights = finished_run(cfg)
+    for slow, normal in zip(buffers, normal_buffers):
+        assert torch.equal(slow["observation"], normal["observation"])
+        assert torch.equal(slow["action"], normal["action"])
+    for slow, normal in zip(weights, normal_weights):
+        assert all(torch.equal(slow[k], normal[k]) for k in normal)
+
+
 def test_stop_request_ends_every_process_within_the_bound(tiny_cfg):
     run = build_independent(tiny_cfg("phase.total_env_steps=1000000"))
     run.topology.start()

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from meeple.phases.dqn.learner import run_learner
+from meeple.phases.dqn.learner import Learner, run_learner
 from meeple.phases.dqn.shared import SharedModel
 from meeple.phases.dqn.state import Report
 
@@ -18,6 +18,18 @@ def crashing_learner(state, **kwargs) -> None:
     while state.env_steps < 50 and not state.should_stop():
         time.sleep(0.01)
     raise RuntimeError("injected learner failure for the crash test")
+
+
+def slow_learner(state, **kwargs) -> None:
+    """A learner that takes 10 ms more per update than it needs (a starved CPU share)."""
+    train_step = Learner.train_step
+
+    def slow_step(self, batch_size):
+        time.sleep(0.01)
+        return train_step(self, batch_size)
+
+    Learner.train_step = slow_step  # this spawned process only
+    return run_learner(state, **kwargs)
 
 
 def fill(model: torch.nn.Module, value: float) -> None:

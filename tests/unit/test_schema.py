@@ -23,6 +23,9 @@ from meeple.phases.registry import validate
         (["hardware.torch_threads=0"], r"hardware\.torch_threads=0.*>= 1"),
         (["phase.name=dreamer"], r"phase\.name='dreamer' is not a phase kind; accepted: ppo"),
         (["env.num_envs=0"], r"env\.num_envs=0"),
+        # a lag the learners could never catch up with: their first update needs batch_size rows
+        (["+experiment=independent_dqn", "phase.learning_starts=0", "phase.max_update_lag=10"],
+         r"phase\.max_update_lag=10 .*accepted: null \(the actor never waits\) or env steps >= 64"),
     ],
 )
 def test_bad_values_name_the_key(compose, overrides, pattern):

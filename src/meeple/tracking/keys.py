@@ -37,6 +37,7 @@ AGENT_POLICY_LAG = (
 RANDOM_RETURN = "eval/random_return"
 EPSILON = "train/epsilon"
 ENV_STEPS_PER_S = "perf/env_steps_per_s"
+ACTOR_WAIT_S = "perf/actor_wait_s"  # seconds the actor has waited for learners (phase.max_update_lag)
 
 
 def agent_key(template: str, agent: str) -> str:

@@ -17,7 +17,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from meeple.envs.pettingzoo import AgentSpec, make_pettingzoo_env
 from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model, make_exploration
 from meeple.phases.dqn.shared import SharedModel
-from meeple.phases.dqn.state import Report, SharedRunState
+from meeple.phases.dqn.state import Report, SharedRunState, update_budget
+from meeple.seeding import seed_process
 
 
 def agent_transitions(td: TensorDictBase, agent: str) -> TensorDict:
@@ -110,12 +111,23 @@ def run_actor(
     sync_interval: int,
     write_interval: int,
     report_interval: int,
+    learning_starts: int = 0,
+    updates_per_step: float = 1.0,
+    max_update_lag: int | None = None,
 ) -> None:
-    """The actor process: act for all agents, fill each agent's own buffer, sync local copies."""
+    """The actor process: act for all agents, fill each agent's own buffer, sync local copies.
+
+    ``max_update_lag`` (env steps) bounds how far the actor may run ahead of the slowest learner:
+    after each write it waits until every learner has done the updates the pacing allows for
+    ``max_update_lag`` steps ago. Without it the data a policy collects depends on which process
+    got the CPU (a starved learner leaves the actor playing stale networks), so the same seed
+    learns differently under load; with it, only by the bound.
+    """
+    seed_process(seed)  # epsilon-greedy draws from torch's global generator
     actor = MultiAgentActor(env_cfg, agents, dqn, exploration, seed=seed)
     versions = [shared.read_into(local) for shared, local in zip(state.models, actor.models)]
     pending: list[list[TensorDict]] = [[] for _ in agents]
-    syncs = 0
+    syncs, waited_s = 0, 0.0
     state.report(Report.READY, "actor", {})
 
     def flush() -> None:
@@ -134,6 +146,12 @@ def run_actor(
             if actor.steps % write_interval == 0:
                 flush()
                 state.set_env_steps(actor.steps)
+                if max_update_lag is not None:
+                    waited_s += state.wait_for_updates(
+                        update_budget(
+                            actor.steps - max_update_lag, learning_starts, updates_per_step
+                        )
+                    )
             if actor.steps % sync_interval == 0:
                 syncs += sync_local_copies(state.models, actor.models, versions)
             if finished is not None:
@@ -149,6 +167,7 @@ def run_actor(
                         "epsilon": actor.epsilon,
                         "syncs": syncs,
                         "versions": list(versions),
+                        "waited_s": waited_s,
                     },
                 )
         flush()

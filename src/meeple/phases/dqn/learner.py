@@ -17,17 +17,8 @@ from hydra.utils import instantiate
 
 from meeple.envs.pettingzoo import AgentSpec
 from meeple.phases.dqn.dqn import DQNSpec, DQNUpdate, make_dqn_model
-from meeple.phases.dqn.state import Report, SharedRunState
+from meeple.phases.dqn.state import IDLE_S, Report, SharedRunState, update_budget
 from meeple.seeding import seed_process
-
-IDLE_S = 0.002  # sleep while waiting for data (keeps an idle learner off the CPU)
-
-
-def update_budget(env_steps: int, learning_starts: int, updates_per_step: float) -> int:
-    """Updates a learner may have done once the actor has played ``env_steps`` turns."""
-    return (
-        int((env_steps - learning_starts) * updates_per_step) if env_steps >= learning_starts else 0
-    )
 
 
 def pick_device(name: str) -> torch.device:
@@ -76,9 +67,7 @@ class Learner:
 
     def train_step(self, batch_size: int) -> dict[str, float]:
         batch = self.buffer.sample(batch_size).to(self.device)
-        stats = self.update.step(batch)
-        self.state.updates[self.index] = self.update.updates
-        return stats
+        return self.update.step(batch)
 
 
 def run_learner(
@@ -108,9 +97,7 @@ def run_learner(
     state.report(Report.READY, name, {})
     while not state.should_stop():
         steps = state.env_steps
-        budget = (
-            int((steps - learning_starts) * updates_per_step) if steps >= learning_starts else 0
-        )
+        budget = update_budget(steps, learning_starts, updates_per_step)
         if learner.update.updates >= budget or len(learner.buffer) < batch_size:
             time.sleep(IDLE_S)
             continue
@@ -118,6 +105,9 @@ def run_learner(
         n = learner.update.updates
         if n % publish_interval == 0:
             learner.publish()
+        # counted only once published: an actor that waits for n updates then syncs must find
+        # the weights of update n (a multiple of publish_interval), not the previous version
+        state.updates[index] = n
         if n % report_interval == 0:
             now = time.perf_counter()
             state.report(

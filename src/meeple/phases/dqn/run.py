@@ -25,10 +25,9 @@ from meeple.errors import ConfigError
 from meeple.logs import is_terminal
 from meeple.phases.dqn.dqn import DQNSpec, make_dqn_model
 from meeple.phases.dqn.evaluation import evaluate
-from meeple.phases.dqn.learner import update_budget
 from meeple.phases.dqn.schema import DQNPhase, check_dqn_stage
 from meeple.phases.dqn.shared import SharedModel, make_shared_buffer, transition_template
-from meeple.phases.dqn.state import Report, SharedRunState
+from meeple.phases.dqn.state import Report, SharedRunState, update_budget
 from meeple.phases.dqn.topology import IndependentTopology
 from meeple.seeding import Component, PhaseSeeds, resolve_master_seed, seed_process
 from meeple.tracking import keys
@@ -115,6 +114,9 @@ def build_independent(
         sync_interval=phase.sync_interval,
         write_interval=phase.write_interval,
         report_interval=phase.report_interval,
+        learning_starts=phase.learning_starts,
+        updates_per_step=phase.updates_per_step,
+        max_update_lag=phase.max_update_lag,
     )
     optimizer = OmegaConf.to_container(cfg.phase.optimizer, resolve=True)
     tu = phase.target_update
@@ -207,7 +209,11 @@ class RunMonitor:
         elif kind == Report.ACTOR:
             self.env_steps = payload["env_steps"]
             rate = self.env_steps / max(time.perf_counter() - self.t0, 1e-9)
-            metrics = {keys.EPSILON: payload["epsilon"], keys.ENV_STEPS_PER_S: rate}
+            metrics = {
+                keys.EPSILON: payload["epsilon"],
+                keys.ENV_STEPS_PER_S: rate,
+                keys.ACTOR_WAIT_S: payload["waited_s"],
+            }
             for agent, version in zip(self.agents, payload["versions"]):
                 metrics[keys.agent_key(keys.AGENT_POLICY_LAG, agent)] = (
                     self.versions[agent] - version

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -12,6 +13,15 @@ from typing import Any
 from torchrl.data import TensorDictReplayBuffer
 
 from meeple.phases.dqn.shared import SharedModel
+
+IDLE_S = 0.002  # sleep of a worker waiting for another (keeps it off the CPU)
+
+
+def update_budget(env_steps: int, learning_starts: int, updates_per_step: float) -> int:
+    """Updates a learner may have done once the actor has played ``env_steps`` turns."""
+    return (
+        int((env_steps - learning_starts) * updates_per_step) if env_steps >= learning_starts else 0
+    )
 
 
 class Report(StrEnum):
@@ -64,6 +74,13 @@ class SharedRunState:
 
     def set_env_steps(self, steps: int) -> None:
         self.env_steps_value.value = steps
+
+    def wait_for_updates(self, target: int) -> float:
+        """Block until every learner has done ``target`` updates or a stop is due; returns seconds waited."""
+        t0 = time.perf_counter()
+        while min(self.updates) < target and not self.should_stop():
+            time.sleep(IDLE_S)
+        return time.perf_counter() - t0
 
     # -- reports --
     def report(self, kind: Report, sender: str, payload: dict[str, Any]) -> None:
