@@ -34,13 +34,15 @@ function serve(config: WorkerConfig): void {
   const stepActions = new Int32Array(count);
   const multiActions = new Int32Array(count * seats);
   const addon = shmAddon();
-  seg.setWord(at + W.pid, process.pid); // ready: the worker threads share the server's pid
-  parentPort?.postMessage("ready");
-
   const alive = () => (seg.state === STATE_CLOSING ? "closing" : null);
   const budget = new SpinBudget();
+  // Read before saying ready: a client may ring as soon as the pool is ready, and a ring that
+  // came before this read would be taken for the old value and waited past for ever (the lost
+  // first request; meeple's Python worker orders it the same way).
   let last = seg.word(at + W.doorbell);
   let lastCode = 0;
+  seg.setWord(at + W.pid, process.pid); // ready: the worker threads share the server's pid
+  parentPort?.postMessage("ready");
   for (let served = 1; ; served++) {
     let seq: number;
     try {

@@ -111,17 +111,16 @@ def run_actor(
     sync_interval: int,
     write_interval: int,
     report_interval: int,
-    learning_starts: int = 0,
-    updates_per_step: float = 1.0,
-    max_update_lag: int | None = None,
+    learning_starts: int,
+    updates_per_step: float,
+    max_update_lag: int | None,
 ) -> None:
     """The actor process: act for all agents, fill each agent's own buffer, sync local copies.
 
-    ``max_update_lag`` (env steps) bounds how far the actor may run ahead of the slowest learner:
-    after each write it waits until every learner has done the updates the pacing allows for
-    ``max_update_lag`` steps ago. Without it the data a policy collects depends on which process
-    got the CPU (a starved learner leaves the actor playing stale networks), so the same seed
-    learns differently under load; with it, only by the bound.
+    After each write it waits until every learner has done the updates the pacing allows for
+    ``max_update_lag`` env steps earlier (``None``: never waits). At 0 acting and learning take
+    turns, so what the actor plays and what the learners sample do not depend on CPU shares:
+    the run is bit-reproducible from its seed.
     """
     seed_process(seed)  # epsilon-greedy draws from torch's global generator
     actor = MultiAgentActor(env_cfg, agents, dqn, exploration, seed=seed)

@@ -71,9 +71,9 @@ def check_dqn(cfg: DictConfig, phase: DQNPhase) -> None:
     require(phase.batch_size <= phase.buffer_size, "phase.batch_size", phase.batch_size,
              f"1..phase.buffer_size ({phase.buffer_size})")
     require(phase.updates_per_step > 0, "phase.updates_per_step", phase.updates_per_step, "a float > 0")
-    require(phase.max_update_lag is None or phase.max_update_lag >= max(0, phase.batch_size - phase.learning_starts),
-            "phase.max_update_lag", phase.max_update_lag,
-            f"null (the actor never waits) or env steps >= {max(0, phase.batch_size - phase.learning_starts)} "
+    min_lag = max(0, phase.batch_size - phase.learning_starts)  # else the actor waits for ever
+    require(phase.max_update_lag is None or phase.max_update_lag >= min_lag, "phase.max_update_lag",
+            phase.max_update_lag, f"null (the actor never waits) or env steps >= {min_lag} "
             "(a learner needs batch_size transitions before its first update)")
     require(phase.lr > 0, "phase.lr", phase.lr, "a float > 0")
     require(0 < phase.gamma <= 1, "phase.gamma", phase.gamma, "a float in (0, 1]")
