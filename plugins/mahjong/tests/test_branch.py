@@ -139,7 +139,33 @@ def test_the_all_action_surrogate_moves_mass_to_the_candidate_that_kept_more_poi
     assert moved.grad[1].abs().sum() == 0 and metrics["branch/clip_fraction"] > 0
 
 
+def test_branch_kinds_branch_only_the_decisions_that_offer_them():
+    """env.branch.kinds=[riichi, call]: every branched decision offers a riichi or a call, and
+    with prob 1 every such decision is branched."""
+    from meeple_mahjong.specs import focus_rows
+
+    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48, "kinds": ["riichi", "call"]})
+    env.set_branch_policy(lowest_legal)
+    env.set_seed(5)
+    td = env.reset()
+    branched = 0
+    for _ in range(150):
+        mask, bm = td["action_mask"], td["branch_mask"]
+        offers = focus_rows(mask, ("riichi", "call")) & (mask.sum(-1) >= 2)
+        assert (bm.any(-1) == offers).all()
+        branched += int(offers.sum())
+        td["action"] = torch.where(mask, -torch.arange(NA, dtype=torch.float32), float("-inf")).argmax(-1)
+        stepped = env.step(td)
+        if stepped["next", "done"].any():
+            break
+        td = step_mdp(stepped)
+    assert branched >= 20, branched  # the walls offered some
+
+
 def test_bad_branch_options_fail_in_one_line():
+    with pytest.raises(ConfigError, match=r"env\.branch\.kinds=\['dama'\]; accepted: .*kinds null or a non-empty list"):
+        BranchOptions.parse({"kinds": ["dama"]})
+    assert BranchOptions.parse({"kinds": ["riichi", "call"]}).kinds == ("riichi", "call")
     with pytest.raises(ConfigError, match="unknown keys"):
         BranchOptions.parse({"probability": 0.1})
     with pytest.raises(ConfigError, match=r"accepted: a mapping with prob \(0, 1\]"):

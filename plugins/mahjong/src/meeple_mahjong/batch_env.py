@@ -40,7 +40,7 @@ from meeple_native import mahjong as _mj
 from .branch import BranchOptions, BranchValues, branch_keys
 from .grp import HandPotential, hand_features
 from .opponents import NetworkSeats, network_names
-from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, action_spec, observation_spec
+from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, action_spec, focus_rows, observation_spec
 from .tables import BOTS
 
 RULE_KEYS = (
@@ -186,6 +186,8 @@ class MahjongEnv(EnvBase):
         b, o = self._branch, self._branch_options
         mask = buf["mask"].view(torch.bool)
         eligible = buf["active"].view(torch.bool) & (mask.sum(-1) >= 2)
+        if o.kinds is not None:
+            eligible &= focus_rows(mask, o.kinds)
         chosen = eligible & (torch.rand(len(mask), generator=self._branch_gen) < o.prob)
         logits = torch.full(mask.shape, float("-inf"))
         rows = torch.nonzero(chosen).squeeze(-1)

@@ -25,7 +25,7 @@ horizon.) `meeple_mahjong.branch_ppo` trains on these values.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ import torch
 from meeple.errors import ConfigError
 from meeple_native import mahjong as _mj
 
-from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, PolicyFn, is_oracle
+from .specs import ACTION_KINDS, NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, PolicyFn, is_oracle
 
 
 @dataclass(frozen=True)
@@ -44,22 +44,33 @@ class BranchOptions:
     ``prob``: the chance that a learner decision with at least two legal actions is branched;
     ``candidates``: how many actions are tried there (the policy's most likely, at least 2);
     ``tables``: copies played at once (one simulator of that many tables, reused);
-    ``max_steps``: learner steps after which a copy stops (a hand has at most ~25)."""
+    ``max_steps``: learner steps after which a copy stops (a hand has at most ~25);
+    ``kinds``: null (any decision), or only decisions that offer one of these kinds of action
+    (keys of ``specs.ACTION_KINDS``, e.g. [riichi, call]: where the signal is denser, and where a
+    rollout that always declares riichi never sees the dama branch)."""
 
     prob: float = 0.1
     candidates: int = 4
     tables: int = 256
     max_steps: int = 64
+    kinds: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, node: Any) -> BranchOptions:
-        accepted = "a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1"
+        accepted = ("a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1, "
+                    f"kinds null or a non-empty list of {list(ACTION_KINDS)}")
         if not isinstance(node, dict) and not hasattr(node, "items"):
             raise ConfigError(f"env.branch={node!r}; accepted: null (off) or {accepted}")
         opts = dict(node.items())
-        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps"})
+        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps", "kinds"})
         if unknown:
             raise ConfigError(f"env.branch has unknown keys {unknown}; accepted: {accepted}")
+        kinds = opts.get("kinds")
+        if kinds is not None:
+            kinds = tuple(kinds) if isinstance(kinds, Sequence) and not isinstance(kinds, str) else (kinds,)
+            if not kinds or any(k not in ACTION_KINDS for k in kinds):
+                raise ConfigError(f"env.branch.kinds={opts['kinds']!r}; accepted: {accepted}")
+            opts["kinds"] = kinds
         o = cls(**opts)
         if not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1:
             raise ConfigError(f"env.branch={opts}; accepted: {accepted}")

@@ -28,19 +28,9 @@ from tensordict import TensorDictBase
 from meeple.errors import ConfigError
 from meeple.phases.ppo.module import PPOModule
 
-from .specs import ACTION_KINDS
+from .specs import ACTION_KINDS, focus_rows
 
 FOCUS_KINDS = ("riichi", "call", "win", "other")  # kinds whose decisions the surrogate may keep
-
-
-def focus_rows(action_mask: torch.Tensor, kinds: tuple[str, ...]) -> torch.Tensor:
-    """[...] bool: the decisions whose legal actions (``action_mask`` [..., 155]) include one of
-    ``kinds``' actions."""
-    pick = torch.zeros(action_mask.shape[-1], dtype=torch.bool, device=action_mask.device)
-    for kind in kinds:
-        r = ACTION_KINDS[kind]
-        pick[r.start : r.stop] = True
-    return (action_mask.bool() & pick).any(-1)
 
 
 def focus_advantages(adv: torch.Tensor, rows: torch.Tensor, other_weight: float,

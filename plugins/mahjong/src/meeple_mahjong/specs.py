@@ -37,6 +37,16 @@ ACTION_KINDS: dict[str, range] = {
 }
 
 
+def focus_rows(action_mask: torch.Tensor, kinds: tuple[str, ...]) -> torch.Tensor:
+    """[...] bool: the decisions whose legal actions (``action_mask`` [..., 155]) include one of
+    ``kinds``' actions (keys of ACTION_KINDS)."""
+    pick = torch.zeros(action_mask.shape[-1], dtype=torch.bool, device=action_mask.device)
+    for kind in kinds:
+        r = ACTION_KINDS[kind]
+        pick[r.start : r.stop] = True
+    return (action_mask.bool() & pick).any(-1)
+
+
 def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     """An env's batch comes in whole tables: one slot per learner seat (one per table in a league)."""
     return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
