@@ -40,7 +40,15 @@ from meeple_native import mahjong as _mj
 from .branch import BranchOptions, BranchValues, branch_keys
 from .grp import HandPotential, hand_features
 from .opponents import NetworkSeats, network_names
-from .specs import NUM_ACTIONS, ORACLE_PLANES, PLANES, WIDTH, action_spec, focus_rows, observation_spec
+from .specs import (
+    NUM_ACTIONS,
+    ORACLE_PLANES,
+    PLANES,
+    WIDTH,
+    action_spec,
+    focus_rows,
+    observation_spec,
+)
 from .tables import BOTS
 
 RULE_KEYS = (
