@@ -142,7 +142,7 @@ def test_the_all_action_surrogate_moves_mass_to_the_candidate_that_kept_more_poi
 def test_branch_kinds_branch_only_the_decisions_that_offer_them():
     """env.branch.kinds=[riichi, call]: every branched decision offers a riichi or a call, and
     with prob 1 every such decision is branched."""
-    from meeple_mahjong.specs import focus_rows
+    from meeple_mahjong.specs import rows_offering
 
     env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48, "kinds": ["riichi", "call"]})
     env.set_branch_policy(lowest_legal)
@@ -151,7 +151,7 @@ def test_branch_kinds_branch_only_the_decisions_that_offer_them():
     branched = 0
     for _ in range(150):
         mask, bm = td["action_mask"], td["branch_mask"]
-        offers = focus_rows(mask, ("riichi", "call")) & (mask.sum(-1) >= 2)
+        offers = rows_offering(mask, ("riichi", "call")) & (mask.sum(-1) >= 2)
         assert (bm.any(-1) == offers).all()
         branched += int(offers.sum())
         td["action"] = torch.where(mask, -torch.arange(NA, dtype=torch.float32), float("-inf")).argmax(-1)

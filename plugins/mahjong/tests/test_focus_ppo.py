@@ -7,7 +7,8 @@ import torch
 
 from meeple.checkpoint.io import load_verified
 from meeple.errors import ConfigError
-from meeple_mahjong.focus_ppo import FocusPPOModule, focus_advantages, focus_rows
+from meeple_mahjong.focus_ppo import FocusPPOModule, focus_advantages
+from meeple_mahjong.specs import rows_offering
 from meeple_native import mahjong as mj
 
 
@@ -17,7 +18,7 @@ def _mask(*legal):
     return m
 
 
-def test_focus_rows_are_the_decisions_that_offer_a_focus_kind():
+def test_rows_offering_are_the_decisions_that_offer_a_focus_kind():
     masks = torch.stack([
         _mask(0, 5, 20),          # discards only
         _mask(3, 40, 41),         # discards and riichi discards
@@ -26,12 +27,12 @@ def test_focus_rows_are_the_decisions_that_offer_a_focus_kind():
         _mask(153),               # an inactive slot: pass only
         _mask(4, 117 + 4),        # a kakan on the own turn
     ])  # fmt: skip
-    assert focus_rows(masks, ("riichi", "call")).tolist() == [False, True, True, False, False, True]
-    assert focus_rows(masks, ("win",)).tolist() == [False, False, False, True, False, False]
-    assert focus_rows(masks.view(2, 3, -1), ("riichi",)).tolist() == [[False, True, False], [False, False, False]]
+    assert rows_offering(masks, ("riichi", "call")).tolist() == [False, True, True, False, False, True]
+    assert rows_offering(masks, ("win",)).tolist() == [False, False, False, True, False, False]
+    assert rows_offering(masks.view(2, 3, -1), ("riichi",)).tolist() == [[False, True, False], [False, False, False]]
 
 
-def test_focus_rows_keep_normalised_advantages_and_the_rest_are_scaled():
+def test_rows_offering_keep_normalised_advantages_and_the_rest_are_scaled():
     adv = torch.tensor([[1.0], [3.0], [-5.0], [7.0]])
     rows = torch.tensor([[True], [True], [False], [False]])
     out = focus_advantages(adv, rows, other_weight=0.0)
@@ -47,7 +48,7 @@ def test_bad_focus_options_are_refused():
             FocusPPOModule(None, None, **bad)
 
 
-def test_the_module_trains_phase1_rl_on_its_focus_rows(mahjong_runs, tiny_train, tmp_path):
+def test_the_module_trains_phase1_rl_on_its_rows_offering(mahjong_runs, tiny_train, tmp_path):
     tiny_train(tmp_path, "+experiment=phase1_rl", f"pipeline.source={mahjong_runs['phase2']}",
                "pipeline.stages.rl.phase.module._target_=meeple_mahjong.focus_ppo.FocusPPOModule")
     (run,) = (tmp_path / "outputs" / "runs").iterdir()

@@ -46,8 +46,8 @@ from .specs import (
     PLANES,
     WIDTH,
     action_spec,
-    focus_rows,
     observation_spec,
+    rows_offering,
 )
 from .tables import BOTS
 
@@ -195,7 +195,7 @@ class MahjongEnv(EnvBase):
         mask = buf["mask"].view(torch.bool)
         eligible = buf["active"].view(torch.bool) & (mask.sum(-1) >= 2)
         if o.kinds is not None:
-            eligible &= focus_rows(mask, o.kinds)
+            eligible &= rows_offering(mask, o.kinds)
         chosen = eligible & (torch.rand(len(mask), generator=self._branch_gen) < o.prob)
         logits = torch.full(mask.shape, float("-inf"))
         rows = torch.nonzero(chosen).squeeze(-1)

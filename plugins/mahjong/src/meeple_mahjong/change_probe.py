@@ -42,6 +42,7 @@ from meeple.nets.policy_fn import logits_fn
 from meeple_native import mahjong as _mj
 
 from .branch import BranchOptions, BranchValues
+from .duplicate import mean_ci95
 from .policy import load_policy_actor
 from .specs import ACTION_KINDS, NUM_ACTIONS, PLANES, WIDTH
 
@@ -60,18 +61,18 @@ def change_kind(a: int, b: int) -> str:
 
 
 def _interval(xs: list[float]) -> dict[str, Any]:
+    """Mean of the deltas, its 95% interval (duplicate's mean_ci95), spread and one-sample t-test."""
     n = len(xs)
     if n == 0:
         return {"n": 0, "mean": None, "ci95": None, "p": None}
-    mean = sum(xs) / n
+    mean, half = mean_ci95(xs)
     if n < 2:
         return {"n": n, "mean": mean, "ci95": None, "p": None}
     from scipy import stats
 
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    se = sd / math.sqrt(n)
+    sd = half / 1.96 * math.sqrt(n)
     p = float(stats.ttest_1samp(xs, 0.0).pvalue) if sd > 0 else (1.0 if mean == 0 else 0.0)
-    return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - 1.96 * se, mean + 1.96 * se], "p": p}
+    return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half], "p": p}
 
 
 def greedy_logits(fn):

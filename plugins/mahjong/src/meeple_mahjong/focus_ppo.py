@@ -28,7 +28,7 @@ from tensordict import TensorDictBase
 from meeple.errors import ConfigError
 from meeple.phases.ppo.module import PPOModule
 
-from .specs import ACTION_KINDS, focus_rows
+from .specs import ACTION_KINDS, rows_offering
 
 FOCUS_KINDS = ("riichi", "call", "win", "other")  # kinds whose decisions the surrogate may keep
 
@@ -66,7 +66,7 @@ class FocusPPOModule(PPOModule):
         mask = rollout["action_mask"].reshape(-1, rollout["action_mask"].shape[-1])
         action, adv = rollout["action"].reshape(-1), rollout["advantage"].reshape(-1)
         for kind in self.focus:
-            offered = focus_rows(mask, (kind,))
+            offered = rows_offering(mask, (kind,))
             r = ACTION_KINDS[kind]
             took = offered & (action >= r.start) & (action < r.stop)
             declined = offered & ~took
@@ -79,7 +79,7 @@ class FocusPPOModule(PPOModule):
     def compute_advantages(self, rollout: TensorDictBase) -> TensorDictBase:
         rollout = super().compute_advantages(rollout)  # GAE and the fresh-rollout metrics on raw advantages
         adv = rollout["advantage"]
-        rows = focus_rows(rollout["action_mask"], self.focus).reshape(adv.shape[:-1]).unsqueeze(-1).expand_as(adv)
+        rows = rows_offering(rollout["action_mask"], self.focus).reshape(adv.shape[:-1]).unsqueeze(-1).expand_as(adv)
         self._fresh["focus/fraction"] = rows.float().mean()
         if rows.sum() > 1:
             self._fresh["focus/advantage_std"] = adv[rows].std()

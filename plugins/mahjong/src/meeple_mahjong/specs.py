@@ -37,7 +37,7 @@ ACTION_KINDS: dict[str, range] = {
 }
 
 
-def focus_rows(action_mask: torch.Tensor, kinds: tuple[str, ...]) -> torch.Tensor:
+def rows_offering(action_mask: torch.Tensor, kinds: tuple[str, ...]) -> torch.Tensor:
     """[...] bool: the decisions whose legal actions (``action_mask`` [..., 155]) include one of
     ``kinds``' actions (keys of ACTION_KINDS)."""
     pick = torch.zeros(action_mask.shape[-1], dtype=torch.bool, device=action_mask.device)
