@@ -144,6 +144,37 @@ def test_crash_in_stage_two_resumes_without_rerunning_stage_one(compose, in_tmp,
     assert load_verified(cut.checkpoint_dir(1) / LATEST)["global_step"] == final_cut["global_step"]
 
 
+def test_resume_into_another_store_or_past_a_lost_run_logs_to_new_mlflow_runs(compose, in_tmp, importable_tests,
+                                                                               caplog):
+    other = "sqlite:///outputs/other.db"
+    with pytest.raises(SimulatedCrash):
+        train(compose([*TWO_STAGES, *CRASH_IN_B, "task_name=moved"]))
+    first = run_of("moved")
+    assert set(first.stage_mlflow_runs) == {"0", "1"}
+
+    # Another store: the ids run.json holds belong to the first one, so new runs, recorded as such.
+    with pytest.raises(SimulatedCrash):
+        train(compose([*TWO_STAGES, *CRASH_IN_B, "task_name=moved", "resume=true", f"tracking.uri={other}"]))
+    moved = run_of("moved")
+    client = mlflow.MlflowClient(tracking_uri=store_uri(other))
+    assert moved.mlflow_tracking_uri == other and set(moved.stage_mlflow_runs) == {"1"}  # a was not re-run
+    assert moved.mlflow_run_id != first.mlflow_run_id
+    for run_id in (moved.mlflow_run_id, moved.stage_mlflow_runs["1"]):
+        assert client.get_run(run_id).info.status == "FAILED"
+
+    # The same store, but the recorded runs are not in it (the store was replaced): a warning, new runs.
+    record = json.loads((moved.path / "run.json").read_text())
+    record["mlflow_run_id"], record["stage_mlflow_runs"]["1"] = "0" * 32, "1" * 32
+    (moved.path / "run.json").write_text(json.dumps(record))
+    with caplog.at_level("WARNING"):
+        train(compose([*TWO_STAGES, "task_name=moved", "resume=true", f"tracking.uri={other}"]))
+    assert "the MLflow run 00000000000000000000000000000000 that" in caplog.text and "is not in" in caplog.text
+    done = run_of("moved")
+    assert done.mlflow_run_id not in (moved.mlflow_run_id, "0" * 32)
+    assert client.get_run(done.mlflow_run_id).info.status == "FINISHED"
+    assert client.get_run(done.stage_mlflow_runs["1"]).info.status == "FINISHED"
+
+
 def test_one_stage_from_another_runs_gate(compose, in_tmp):
     base = [*TWO_STAGES, "tracking=none", "task_name=only"]
     with pytest.raises(ConfigError, match=r"no run of experiment 'default' .* has gates/a\.pt, which phase 0 \(a\) writes"):

@@ -90,6 +90,8 @@ class RunSession:
     def record_mlflow_run(self, index: int | None, run_id: str | None) -> None:
         if not run_id or not self.writes:
             return
+        if self.run.mlflow_tracking_uri != self.tracking.uri:  # another store: its ids mean nothing here
+            self.run.mlflow_run_id, self.run.stage_mlflow_runs = None, {}
         if index is None:
             self.run.mlflow_run_id = run_id
         else:

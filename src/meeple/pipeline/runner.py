@@ -149,6 +149,21 @@ def _origin(plan: Plan) -> str:
     return "from config" if plan.identity.seed is not None else "drawn from os.urandom"
 
 
+def _continued_mlflow_run(session: RunSession | None, index: int | None, tracking: TrackingPlan) -> str | None:
+    """The MLflow run a resumed run goes on logging to (index None: a pipeline's parent run), or
+    None for a new one: a fresh run, another store, or a recorded run the store no longer holds."""
+    run_id = session.mlflow_run(index) if session and session.resumed and tracking.uri else None
+    if run_id is None:
+        return None
+    from meeple.tracking.mlflow import run_exists
+
+    if not run_exists(tracking.uri, run_id):
+        log.warning("the MLflow run %s that %s records is not in %s; its metrics so far stay where they were, "
+                    "and this run logs to a new MLflow run", run_id, session.run.path / "run.json", tracking.uri)
+        return None
+    return run_id
+
+
 def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSession | None) -> Any:
     """The MLflow parent run of a pipeline (``cfg``: what it records as its config)."""
     if not plan.is_pipeline or not plan.tracking.uri:
@@ -157,7 +172,7 @@ def _open_pipeline_run(cfg: DictConfig, plan: Plan, master: int, session: RunSes
 
     run_dir = session.run.path if session else None
     pipeline_run = PipelineRun(cfg, master_seed=master, run_dir=run_dir, stages=[s.name for s in plan.stages],
-                               continue_run_id=session.mlflow_run(None) if session.resumed else None)
+                               continue_run_id=_continued_mlflow_run(session, None, plan.tracking))
     session.record_mlflow_run(None, pipeline_run.run_id)
     log.info("MLflow pipeline run %s in %s (experiment %r)", pipeline_run.run_id, plan.tracking.uri,
              plan.tracking.experiment)
@@ -226,7 +241,7 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext) -> tupl
 
     pipeline = context.count > 1
     index = stage.index if pipeline else None
-    continue_id = session.mlflow_run(index) if session and session.resumed else None
+    continue_id = _continued_mlflow_run(session, index, context.tracking)
     if context.rank > 0:  # one MLflow run and one progress bar: rank 0's
         progress = build.callbacks.pop("progress", None)
         build.trainer_kwargs.update(enable_progress_bar=False,

@@ -115,6 +115,21 @@ def absolute_sqlite_uri(uri: str | None) -> str | None:
     return uri
 
 
+def run_exists(uri: str, run_id: str) -> bool:
+    """Whether the store at ``uri`` holds ``run_id`` (a run a run directory recorded may be gone:
+    the store replaced or the run purged); any other error of the store raises."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        MlflowClient(tracking_uri=store_uri(uri)).get_run(run_id)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise
+    return True
+
+
 def store_uri(uri: str) -> str:
     """The tracking URI to open: a relative SQLite path made absolute in the working directory
     (:func:`absolute_sqlite_uri`), its folder created (sqlite cannot)."""
