@@ -65,18 +65,30 @@ def test_copy_tables_refuses_what_it_cannot_copy():
         mj.BatchSim(1, mj.Game(), games=[(0, 0, 0)]).copy_tables(src, np.zeros(1, np.int32), **_buffers(1))
 
 
-def test_the_branch_of_the_action_taken_is_the_hand_the_game_then_played():
-    """With a deterministic policy every branch of a candidate plays what the game would: the
-    value the env wrote for the action the game then took equals the rewards the game paid from
-    that decision to the hand's end (scores to the point, and the rank bonus at a game's end)."""
-    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48})
-    env.set_branch_policy(lowest_legal)
+# integer weights on 0/1 planes: logits exact in float32 whatever rows are batched together
+_W = torch.randint(-3, 4, (84 * 34, NA), generator=torch.Generator().manual_seed(0)).float()
+
+
+def integer_linear(obs, mask):
+    """A stochastic policy as masked logits (softmax over small integers), argmax exactly reproducible."""
+    return (obs.flatten(1) @ _W).masked_fill(~mask, float("-inf"))
+
+
+@pytest.mark.parametrize("policy,continuation", [(lowest_legal, "sample"), (integer_linear, "greedy")])
+def test_the_branch_of_the_action_taken_is_the_hand_the_game_then_played(policy, continuation):
+    """Where the copies play what the game plays, every branch of a candidate is the game's own
+    hand: the value the env wrote for the action the game then took equals the rewards the game
+    paid from that decision to the hand's end (scores to the point, and the rank bonus at a game's
+    end). Two ways: a deterministic policy sampled, and a stochastic policy whose copies play its
+    argmax (``continuation: greedy``) in a game that plays its argmax too."""
+    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48, "continuation": continuation})
+    env.set_branch_policy(policy)
     env.set_seed(3)
     td = env.reset()
     open_, checked, nonzero = [], 0, 0
     for _ in range(200):
         mask, bm = td["action_mask"], td["branch_mask"]
-        action = torch.where(mask, -torch.arange(NA, dtype=torch.float32), float("-inf")).argmax(-1)
+        action = policy(td["observation"], mask).argmax(-1)
         assert (bm.sum(-1) == torch.minimum(mask.sum(-1), torch.tensor(3)).where(mask.sum(-1) >= 2, 0)).all()
         hands = env.sim.hands_played()
         for t in torch.nonzero(bm.any(-1)).squeeze(-1).tolist():
@@ -172,6 +184,8 @@ def test_bad_branch_options_fail_in_one_line():
         BranchOptions.parse({"prob": 0.0})
     with pytest.raises(ConfigError, match="candidates >= 2"):
         BranchOptions.parse({"candidates": 1})
+    with pytest.raises(ConfigError, match=r"continuation one of \['sample', 'greedy'\]"):
+        BranchOptions.parse({"continuation": "argmax"})
     with pytest.raises(ConfigError, match="branches are played with bots only"):
         MahjongEnv(4, branch={"prob": 0.5}, opponents="net", opponent_policies={"net": lowest_legal})
     env = MahjongEnv(4, branch={"prob": 1.0})

@@ -47,22 +47,29 @@ class BranchOptions:
     ``max_steps``: learner steps after which a copy stops (a hand has at most ~25);
     ``kinds``: null (any decision), or only decisions that offer one of these kinds of action
     (keys of ``specs.ACTION_KINDS``, e.g. [riichi, call]: where the signal is denser, and where a
-    rollout that always declares riichi never sees the dama branch)."""
+    rollout that always declares riichi never sees the dama branch); ``continuation``: how the
+    learner plays a copy after its candidate, ``sample`` (its policy, with the copies' common
+    draws: the value of the policy the rollouts sample) or ``greedy`` (its argmax: the value of the
+    policy every evaluation plays, without the learner's own sampling noise)."""
+
+    CONTINUATIONS = ("sample", "greedy")
 
     prob: float = 0.1
     candidates: int = 4
     tables: int = 256
     max_steps: int = 64
     kinds: tuple[str, ...] | None = None
+    continuation: str = "sample"
 
     @classmethod
     def parse(cls, node: Any) -> BranchOptions:
         accepted = ("a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1, "
-                    f"kinds null or a non-empty list of {list(ACTION_KINDS)}")
+                    f"kinds null or a non-empty list of {list(ACTION_KINDS)}, continuation one of "
+                    f"{list(cls.CONTINUATIONS)}")
         if not isinstance(node, dict) and not hasattr(node, "items"):
             raise ConfigError(f"env.branch={node!r}; accepted: null (off) or {accepted}")
         opts = dict(node.items())
-        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps", "kinds"})
+        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps", "kinds", "continuation"})
         if unknown:
             raise ConfigError(f"env.branch has unknown keys {unknown}; accepted: {accepted}")
         kinds = opts.get("kinds")
@@ -72,7 +79,8 @@ class BranchOptions:
                 raise ConfigError(f"env.branch.kinds={opts['kinds']!r}; accepted: {accepted}")
             opts["kinds"] = kinds
         o = cls(**opts)
-        if not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1:
+        if (not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1
+                or o.continuation not in cls.CONTINUATIONS):
             raise ConfigError(f"env.branch={opts}; accepted: {accepted}")
         return o
 
@@ -169,6 +177,7 @@ class BranchValues:
         hands = torch.tensor(self.sim.hands_played()[: n * K])
         value = torch.zeros(n * K)
         live = used.clone()
+        greedy = self.options.continuation == "greedy"
         first = True
         for _ in range(self.options.max_steps + 1):
             if not live.any():
@@ -179,9 +188,10 @@ class BranchValues:
             rows = torch.nonzero(active & go_tables.repeat_interleave(L)).squeeze(-1)
             actions = torch.full((T * L,), _mj.PASS_ACTION, dtype=torch.int64)
             if len(rows):
-                u = torch.rand(n, L, generator=self.gen)  # one draw per decision and column
-                owner = rows // L
-                actions[rows] = crn_sample(self._logits(rows), u[group[owner], rows % L])
+                # one draw per decision and column, greedy or not, so both consume one stream
+                u = torch.rand(n, L, generator=self.gen)
+                logits = self._logits(rows)
+                actions[rows] = logits.argmax(-1) if greedy else crn_sample(logits, u[group[rows // L], rows % L])
             if first:  # the branch point: each copy plays its candidate
                 actions[slot[used]] = cand.reshape(-1)[used]
                 first = False
