@@ -21,7 +21,8 @@ from meeple.checkpoint.retention import LATEST
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
 from meeple.errors import ConfigError, GateFailed
-from meeple.tracking.mlflow import store_uri
+from meeple.tracking.mlflow import PARENT_RUN_TAG, store_uri
+from meeple.tracking.uri import absolute_sqlite_uri
 from tests.checkpoint.helpers import SimulatedCrash
 from tests.checkpoint.test_resume import assert_same, histories, learning
 from tests.conftest import REPO
@@ -157,22 +158,35 @@ def test_resume_into_another_store_or_past_a_lost_run_logs_to_new_mlflow_runs(co
         train(compose([*TWO_STAGES, *CRASH_IN_B, "task_name=moved", "resume=true", f"tracking.uri={other}"]))
     moved = run_of("moved")
     client = mlflow.MlflowClient(tracking_uri=store_uri(other))
-    assert moved.mlflow_tracking_uri == other and set(moved.stage_mlflow_runs) == {"1"}  # a was not re-run
+    assert moved.mlflow_tracking_uri == absolute_sqlite_uri(other)  # the store, whatever the working directory
+    assert set(moved.stage_mlflow_runs) == {"1"}  # a was not re-run
     assert moved.mlflow_run_id != first.mlflow_run_id
     for run_id in (moved.mlflow_run_id, moved.stage_mlflow_runs["1"]):
         assert client.get_run(run_id).info.status == "FAILED"
 
-    # The same store, but the recorded runs are not in it (the store was replaced): a warning, new runs.
+    # The same store, but the stage's recorded run is not in it (the store was replaced): a warning,
+    # a new stage run under the pipeline's run, which goes on.
     record = json.loads((moved.path / "run.json").read_text())
-    record["mlflow_run_id"], record["stage_mlflow_runs"]["1"] = "0" * 32, "1" * 32
+    record["stage_mlflow_runs"]["1"] = "1" * 32
     (moved.path / "run.json").write_text(json.dumps(record))
+    with caplog.at_level("WARNING"), pytest.raises(SimulatedCrash):
+        train(compose([*TWO_STAGES, *CRASH_IN_B, "task_name=moved", "resume=true", f"tracking.uri={other}"]))
+    assert f"the MLflow run {'1' * 32} that" in caplog.text and "is not an active run in" in caplog.text
+    lost = run_of("moved")
+    assert lost.mlflow_run_id == moved.mlflow_run_id and lost.stage_mlflow_runs["1"] != "1" * 32
+    assert client.get_run(lost.stage_mlflow_runs["1"]).data.tags[PARENT_RUN_TAG] == moved.mlflow_run_id
+
+    # The pipeline's run deleted (in the UI): a new one, and the stage's run starts anew under it.
+    client.delete_run(moved.mlflow_run_id)
+    caplog.clear()
     with caplog.at_level("WARNING"):
         train(compose([*TWO_STAGES, "task_name=moved", "resume=true", f"tracking.uri={other}"]))
-    assert "the MLflow run 00000000000000000000000000000000 that" in caplog.text and "is not in" in caplog.text
+    assert f"the MLflow run {moved.mlflow_run_id} that" in caplog.text
     done = run_of("moved")
-    assert done.mlflow_run_id not in (moved.mlflow_run_id, "0" * 32)
+    assert done.mlflow_run_id != moved.mlflow_run_id and done.stage_mlflow_runs["1"] != lost.stage_mlflow_runs["1"]
     assert client.get_run(done.mlflow_run_id).info.status == "FINISHED"
-    assert client.get_run(done.stage_mlflow_runs["1"]).info.status == "FINISHED"
+    stage = client.get_run(done.stage_mlflow_runs["1"])
+    assert stage.info.status == "FINISHED" and stage.data.tags[PARENT_RUN_TAG] == done.mlflow_run_id
 
 
 def test_one_stage_from_another_runs_gate(compose, in_tmp):

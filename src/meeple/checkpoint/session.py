@@ -19,6 +19,7 @@ from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
 from meeple.config.run import CheckpointPolicy, RunIdentity, TrackingPlan
 from meeple.errors import ConfigError
 from meeple.seeding import resolve_master_seed
+from meeple.tracking.uri import absolute_sqlite_uri
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +82,31 @@ class RunSession:
         return PhaseCheckpoints(self, index, policy, config)
 
     # -- MLflow ------------------------------------------------------------------------------
+    def _same_store(self) -> bool:
+        # a relative sqlite URI recorded by an older run is read against this working directory
+        return absolute_sqlite_uri(self.run.mlflow_tracking_uri) == absolute_sqlite_uri(self.tracking.uri)
+
     def mlflow_run(self, index: int | None) -> str | None:
         """The MLflow run to continue: the pipeline's (index None) or a stage's, same store only."""
-        if self.run.mlflow_tracking_uri != self.tracking.uri:
+        if not self._same_store():
             return None
         return self.run.mlflow_run_id if index is None else self.run.stage_mlflow_runs.get(str(index))
+
+    def forget_mlflow_runs(self) -> None:
+        """Drop every MLflow run recorded (another store, or the pipeline's run lost): the runs
+        logged from here on are new, and none of them may be taken for an old one's child."""
+        self.run.mlflow_run_id, self.run.stage_mlflow_runs = None, {}
 
     def record_mlflow_run(self, index: int | None, run_id: str | None) -> None:
         if not run_id or not self.writes:
             return
-        if self.run.mlflow_tracking_uri != self.tracking.uri:  # another store: its ids mean nothing here
-            self.run.mlflow_run_id, self.run.stage_mlflow_runs = None, {}
+        if not self._same_store():  # its ids mean nothing in this store
+            self.forget_mlflow_runs()
         if index is None:
             self.run.mlflow_run_id = run_id
         else:
             self.run.stage_mlflow_runs[str(index)] = run_id
-        self.run.mlflow_tracking_uri = self.tracking.uri
+        self.run.mlflow_tracking_uri = absolute_sqlite_uri(self.tracking.uri)
         self.run.save()
 
 

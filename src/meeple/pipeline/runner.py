@@ -21,7 +21,7 @@ from omegaconf import DictConfig, open_dict
 
 from meeple.checkpoint.callback import gate_path
 from meeple.checkpoint.io import copy_verified
-from meeple.checkpoint.run_dir import RunDirectory, find_latest_run
+from meeple.checkpoint.run_dir import RUN_FILE, RunDirectory, find_latest_run
 from meeple.checkpoint.session import RunSession, follow_session, read_done, start_session
 from meeple.config.run import TrackingPlan, run_config
 from meeple.config.schema import check_accelerator
@@ -155,11 +155,14 @@ def _continued_mlflow_run(session: RunSession | None, index: int | None, trackin
     run_id = session.mlflow_run(index) if session and session.resumed and tracking.uri else None
     if run_id is None:
         return None
-    from meeple.tracking.mlflow import run_exists
+    from meeple.tracking.mlflow import run_usable
 
-    if not run_exists(tracking.uri, run_id):
-        log.warning("the MLflow run %s that %s records is not in %s; its metrics so far stay where they were, "
-                    "and this run logs to a new MLflow run", run_id, session.run.path / "run.json", tracking.uri)
+    if not run_usable(tracking.uri, run_id):
+        log.warning("the MLflow run %s that %s records is not an active run in %s; its metrics so far stay where "
+                    "they were, and this run logs to a new MLflow run", run_id, session.run.path / RUN_FILE,
+                    tracking.uri)
+        if index is None:  # the stages' runs were its children: new ones under the new parent
+            session.forget_mlflow_runs()
         return None
     return run_id
 
@@ -241,12 +244,12 @@ def _run_lightning(stage: Stage, cfg: DictConfig, context: StageContext) -> tupl
 
     pipeline = context.count > 1
     index = stage.index if pipeline else None
-    continue_id = _continued_mlflow_run(session, index, context.tracking)
     if context.rank > 0:  # one MLflow run and one progress bar: rank 0's
         progress = build.callbacks.pop("progress", None)
         build.trainer_kwargs.update(enable_progress_bar=False,
                                     callbacks=[c for c in build.trainer_kwargs["callbacks"] if c is not progress])
         return fit_stage(build, cfg, logger=None, checkpoints=checkpoints, label=None)
+    continue_id = _continued_mlflow_run(session, index, context.tracking)
     logger = make_mlflow_logger(
         cfg, master_seed=context.master_seed, run_dir=session.run.path if session else None,
         continue_run_id=continue_id, stage=(stage.index, stage.name) if pipeline else None,

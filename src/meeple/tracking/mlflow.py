@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import meeple
 from meeple.provenance import git_state
+from meeple.tracking.uri import SQLITE, absolute_sqlite_uri
 from meeple.writer_thread import WriterThread
 
 log = logging.getLogger(__name__)
@@ -102,34 +103,6 @@ def get_or_create_experiment(client: Any, name: str, artifact_location: str | No
     return client.create_experiment(name, artifact_location=location)
 
 
-SQLITE = "sqlite:///"
-
-
-def absolute_sqlite_uri(uri: str | None) -> str | None:
-    """A relative SQLite URI (``sqlite:///outputs/mlflow.db``) resolved against the working
-    directory now. MLflow keeps one store per URI string for the life of the process, so a
-    relative one would keep writing to the first directory's file after a change of directory
-    (two in-process runs from different folders: tests, notebooks)."""
-    if uri and uri.startswith(SQLITE) and not uri.startswith((SQLITE + "/", SQLITE + "~")):
-        return SQLITE + str(Path.cwd() / uri.removeprefix(SQLITE))
-    return uri
-
-
-def run_exists(uri: str, run_id: str) -> bool:
-    """Whether the store at ``uri`` holds ``run_id`` (a run a run directory recorded may be gone:
-    the store replaced or the run purged); any other error of the store raises."""
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-
-    try:
-        MlflowClient(tracking_uri=store_uri(uri)).get_run(run_id)
-    except MlflowException as e:
-        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
-            return False
-        raise
-    return True
-
-
 def store_uri(uri: str) -> str:
     """The tracking URI to open: a relative SQLite path made absolute in the working directory
     (:func:`absolute_sqlite_uri`), its folder created (sqlite cannot)."""
@@ -137,6 +110,22 @@ def store_uri(uri: str) -> str:
     if uri.startswith(SQLITE):
         Path(uri.removeprefix(SQLITE)).expanduser().parent.mkdir(parents=True, exist_ok=True)
     return uri
+
+
+def run_usable(uri: str, run_id: str) -> bool:
+    """Whether the store at ``uri`` holds ``run_id`` as an active run a resume can log to (one a
+    run directory recorded may be gone or deleted: the store replaced, the run deleted in the UI);
+    any other error of the store raises."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = MlflowClient(tracking_uri=store_uri(uri)).get_run(run_id)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise
+    return run.info.lifecycle_stage == "active"
 
 
 def _env_tag(cfg: DictConfig) -> str:

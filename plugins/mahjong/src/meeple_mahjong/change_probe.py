@@ -75,11 +75,6 @@ def _interval(xs: list[float]) -> dict[str, Any]:
     return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half], "p": p}
 
 
-def greedy_logits(fn):
-    """A logits fn whose softmax is (up to exact ties) its argmax: branches continue greedily."""
-    return lambda obs, mask: fn(obs, mask) * 1e6
-
-
 def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads: int = 1,
           branch_tables: int = 256, on_progress=None) -> dict[str, Any]:  # fmt: skip
     """Plays ``policy`` (greedy, seat 0, vs three rule bots, walls of session ``seed``) for
@@ -88,9 +83,9 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
     rules = _mj.Game()
     sim_args = dict(learner_seats=[0], bots=["rule"] * 4, score_scale=1e-4, rank_reward=[0.0, 0.0, 0.0, 0.0])
     sim = _mj.BatchSim(tables, rules, session_seed=seed, threads=threads, **sim_args)
-    branch = BranchValues(BranchOptions(prob=1.0, candidates=2, tables=branch_tables, max_steps=64), rules,
-                          {**sim_args, "threads": threads}, seed=seed)  # fmt: skip
-    branch.set_policy(greedy_logits(reference))
+    options = BranchOptions(prob=1.0, candidates=2, tables=branch_tables, max_steps=64, continuation="greedy")
+    branch = BranchValues(options, rules, {**sim_args, "threads": threads}, seed=seed)
+    branch.set_policy(reference)
     obs = torch.empty(tables, PLANES, WIDTH)
     mask = torch.empty(tables, NUM_ACTIONS, dtype=torch.uint8)
     active = torch.empty(tables, dtype=torch.uint8)
