@@ -18,7 +18,7 @@ def _mask(*legal):
     return m
 
 
-def test_rows_offering_are_the_decisions_that_offer_a_focus_kind():
+def test_rows_offering_are_the_decisions_that_offer_one_of_the_kinds():
     masks = torch.stack([
         _mask(0, 5, 20),          # discards only
         _mask(3, 40, 41),         # discards and riichi discards
@@ -32,7 +32,7 @@ def test_rows_offering_are_the_decisions_that_offer_a_focus_kind():
     assert rows_offering(masks.view(2, 3, -1), ("riichi",)).tolist() == [[False, True, False], [False, False, False]]
 
 
-def test_rows_offering_keep_normalised_advantages_and_the_rest_are_scaled():
+def test_focus_rows_keep_normalised_advantages_and_the_rest_are_scaled():
     adv = torch.tensor([[1.0], [3.0], [-5.0], [7.0]])
     rows = torch.tensor([[True], [True], [False], [False]])
     out = focus_advantages(adv, rows, other_weight=0.0)
@@ -48,7 +48,7 @@ def test_bad_focus_options_are_refused():
             FocusPPOModule(None, None, **bad)
 
 
-def test_the_module_trains_phase1_rl_on_its_rows_offering(mahjong_runs, tiny_train, tmp_path):
+def test_the_module_trains_phase1_rl_on_its_focus_decisions(mahjong_runs, tiny_train, tmp_path):
     tiny_train(tmp_path, "+experiment=phase1_rl", f"pipeline.source={mahjong_runs['phase2']}",
                "pipeline.stages.rl.phase.module._target_=meeple_mahjong.focus_ppo.FocusPPOModule")
     (run,) = (tmp_path / "outputs" / "runs").iterdir()

@@ -188,10 +188,12 @@ class BranchValues:
             rows = torch.nonzero(active & go_tables.repeat_interleave(L)).squeeze(-1)
             actions = torch.full((T * L,), _mj.PASS_ACTION, dtype=torch.int64)
             if len(rows):
-                # one draw per decision and column, greedy or not, so both consume one stream
-                u = torch.rand(n, L, generator=self.gen)
                 logits = self._logits(rows)
-                actions[rows] = logits.argmax(-1) if greedy else crn_sample(logits, u[group[rows // L], rows % L])
+                if greedy:
+                    actions[rows] = logits.argmax(-1)
+                else:
+                    u = torch.rand(n, L, generator=self.gen)  # one draw per decision and column
+                    actions[rows] = crn_sample(logits, u[group[rows // L], rows % L])
             if first:  # the branch point: each copy plays its candidate
                 actions[slot[used]] = cand.reshape(-1)[used]
                 first = False
