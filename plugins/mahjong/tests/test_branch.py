@@ -151,21 +151,31 @@ def test_the_all_action_surrogate_moves_mass_to_the_candidate_that_kept_more_poi
     assert moved.grad[1].abs().sum() == 0 and metrics["branch/clip_fraction"] > 0
 
 
-def test_branch_kinds_branch_only_the_decisions_that_offer_them():
-    """env.branch.kinds=[riichi, call]: every branched decision offers a riichi or a call, and
-    with prob 1 every such decision is branched."""
+def _riichi_declared(obs):
+    """Opponents with a riichi declaration tile (seat plane 8 of docs/mahjong_encoding.md): a
+    plane the riichi filter does not read."""
+    return torch.stack([obs[:, 8 + 14 * i + 8].sum(-1) > 0 for i in (1, 2, 3)], -1).any(-1)
+
+
+@pytest.mark.parametrize("option", ["kinds", "under_riichi"])
+def test_a_branch_filter_branches_exactly_the_decisions_it_names(option):
+    """env.branch.kinds=[riichi, call]: every branched decision offers a riichi or a call;
+    env.branch.under_riichi: every one is taken while an opponent has declared riichi; with prob 1
+    every such decision (two or more legal actions) is branched."""
     from meeple_mahjong.specs import rows_offering
 
-    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48, "kinds": ["riichi", "call"]})
+    extra = {"kinds": ["riichi", "call"]} if option == "kinds" else {"under_riichi": True}
+    env = MahjongEnv(16, branch={"prob": 1.0, "candidates": 3, "tables": 48, **extra})
     env.set_branch_policy(lowest_legal)
     env.set_seed(5)
     td = env.reset()
     branched = 0
     for _ in range(150):
         mask, bm = td["action_mask"], td["branch_mask"]
-        offers = rows_offering(mask, ("riichi", "call")) & (mask.sum(-1) >= 2)
-        assert (bm.any(-1) == offers).all()
-        branched += int(offers.sum())
+        named = rows_offering(mask, ("riichi", "call")) if option == "kinds" else _riichi_declared(td["observation"])
+        expected = named & (mask.sum(-1) >= 2)
+        assert (bm.any(-1) == expected).all()
+        branched += int(expected.sum())
         td["action"] = torch.where(mask, -torch.arange(NA, dtype=torch.float32), float("-inf")).argmax(-1)
         stepped = env.step(td)
         if stepped["next", "done"].any():
@@ -178,6 +188,8 @@ def test_bad_branch_options_fail_in_one_line():
     with pytest.raises(ConfigError, match=r"env\.branch\.kinds=\['dama'\]; accepted: .*kinds null or a non-empty list"):
         BranchOptions.parse({"kinds": ["dama"]})
     assert BranchOptions.parse({"kinds": ["riichi", "call"]}).kinds == ("riichi", "call")
+    with pytest.raises(ConfigError, match="under_riichi true/false"):
+        BranchOptions.parse({"under_riichi": "yes"})
     with pytest.raises(ConfigError, match="unknown keys"):
         BranchOptions.parse({"probability": 0.1})
     with pytest.raises(ConfigError, match=r"accepted: a mapping with prob \(0, 1\]"):

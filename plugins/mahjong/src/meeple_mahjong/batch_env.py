@@ -47,6 +47,7 @@ from .specs import (
     WIDTH,
     action_spec,
     observation_spec,
+    opponents_in_riichi,
     rows_offering,
 )
 from .tables import BOTS
@@ -196,6 +197,8 @@ class MahjongEnv(EnvBase):
         eligible = buf["active"].view(torch.bool) & (mask.sum(-1) >= 2)
         if o.kinds is not None:
             eligible &= rows_offering(mask, o.kinds)
+        if o.under_riichi:
+            eligible &= opponents_in_riichi(buf["obs"]).any(-1)
         chosen = eligible & (torch.rand(len(mask), generator=self._branch_gen) < o.prob)
         logits = torch.full(mask.shape, float("-inf"))
         rows = torch.nonzero(chosen).squeeze(-1)

@@ -45,21 +45,21 @@ from .distill_targets import decisions, mean_kl
 from .net import DANGER_KEY, OBS_KEY
 from .policy import load_aux_heads, load_policy_actor, load_policy_heads
 from .safety import avoidable, dealing_actions, discard_kinds, ron_kinds, ron_kinds_by_opponent
-from .specs import NUM_ACTIONS
+from .specs import NUM_ACTIONS, SEAT_PLANE_BASE, SEAT_PLANES, opponents_in_riichi
 
 PUBLIC_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 ORACLE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 RULES = "rules"  # --belief rules: rule_belief, no network
 
 # Public planes (docs/mahjong_encoding.md) the rules read; opponent i = relative seat 1..3.
-_SEAT_BLOCK, _MELD_TILES, _RIICHI = 14, 9, 11  # plane 8 + 14 * i + j
+_MELD_TILES = 9  # plane SEAT_PLANE_BASE + SEAT_PLANES * i + j
 _GENBUTSU, _SUJI, _VISIBLE, _NO_CHANCE, _ONE_CHANCE = 64, 67, 73, 74, 75
 _HONOURS = slice(27, 34)
 
 
 def _seat_plane(obs: torch.Tensor, j: int) -> torch.Tensor:
-    """(N, 3, 34): plane ``8 + 14 * i + j`` of opponents i = 1..3."""
-    return torch.stack([obs[:, 8 + _SEAT_BLOCK * i + j] for i in (1, 2, 3)], 1)
+    """(N, 3, 34): seat plane ``j`` of opponents i = 1..3."""
+    return torch.stack([obs[:, SEAT_PLANE_BASE + SEAT_PLANES * i + j] for i in (1, 2, 3)], 1)
 
 
 def rule_belief(obs: torch.Tensor, threat: torch.Tensor | None = None) -> torch.Tensor:
@@ -70,7 +70,7 @@ def rule_belief(obs: torch.Tensor, threat: torch.Tensor | None = None) -> torch.
     of a kind is its largest over the opponents. ``threat`` (N, 3) replaces those weights (the
     probe passes the oracle's tenpai flags: what knowing who can win adds)."""
     if threat is None:
-        riichi = _seat_plane(obs, _RIICHI)[..., 0] > 0.5
+        riichi = opponents_in_riichi(obs)
         calls = _seat_plane(obs, _MELD_TILES).sum(-1) * 4 / 3  # tiles in melds / 3
         threat = 0.05 + riichi.float() * 0.95 + (~riichi & (calls >= 2)).float() * 0.25
     honour = torch.zeros(obs.shape[-1])
@@ -191,7 +191,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
 
 def _dealt_by_riichi(obs: torch.Tensor, oracle: torch.Tensor) -> torch.Tensor:
     """bool (N,): every kind an opponent could ron now belongs to an opponent in riichi."""
-    riichi = (_seat_plane(obs, _RIICHI)[..., 0] > 0.5).unsqueeze(-1)  # (N, 3, 1)
+    riichi = opponents_in_riichi(obs).unsqueeze(-1)  # (N, 3, 1)
     by = ron_kinds_by_opponent(oracle)  # (N, 3, 34)
     return (by & riichi).any((1, 2)) & ~(by & ~riichi).any((1, 2))
 

@@ -26,7 +26,7 @@ horizon.) `meeple_mahjong.branch_ppo` trains on these values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -47,10 +47,12 @@ class BranchOptions:
     ``max_steps``: learner steps after which a copy stops (a hand has at most ~25);
     ``kinds``: null (any decision), or only decisions that offer one of these kinds of action
     (keys of ``specs.ACTION_KINDS``, e.g. [riichi, call]: where the signal is denser, and where a
-    rollout that always declares riichi never sees the dama branch); ``continuation``: how the
-    learner plays a copy after its candidate, ``sample`` (its policy, with the copies' common
-    draws: the value of the policy the rollouts sample) or ``greedy`` (its argmax: the value of the
-    policy every evaluation plays, without the learner's own sampling noise)."""
+    rollout that always declares riichi never sees the dama branch); ``under_riichi``: only
+    decisions taken while an opponent has declared riichi (with ``kinds``, both must hold), where a
+    discard can deal in to a hand that is surely ready; ``continuation``: how the learner plays a
+    copy after its candidate, ``sample`` (its policy, with the copies' common draws: the value of
+    the policy the rollouts sample) or ``greedy`` (its argmax: the value of the policy every
+    evaluation plays, without the learner's own sampling noise)."""
 
     CONTINUATIONS = ("sample", "greedy")
 
@@ -59,17 +61,18 @@ class BranchOptions:
     tables: int = 256
     max_steps: int = 64
     kinds: tuple[str, ...] | None = None
+    under_riichi: bool = False
     continuation: str = "sample"
 
     @classmethod
     def parse(cls, node: Any) -> BranchOptions:
         accepted = ("a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1, "
-                    f"kinds null or a non-empty list of {list(ACTION_KINDS)}, continuation one of "
-                    f"{list(cls.CONTINUATIONS)}")
+                    f"kinds null or a non-empty list of {list(ACTION_KINDS)}, under_riichi true/false, "
+                    f"continuation one of {list(cls.CONTINUATIONS)}")
         if not isinstance(node, dict) and not hasattr(node, "items"):
             raise ConfigError(f"env.branch={node!r}; accepted: null (off) or {accepted}")
         opts = dict(node.items())
-        unknown = sorted(set(opts) - {"prob", "candidates", "tables", "max_steps", "kinds", "continuation"})
+        unknown = sorted(set(opts) - {f.name for f in fields(cls)})
         if unknown:
             raise ConfigError(f"env.branch has unknown keys {unknown}; accepted: {accepted}")
         kinds = opts.get("kinds")
@@ -80,7 +83,7 @@ class BranchOptions:
             opts["kinds"] = kinds
         o = cls(**opts)
         if (not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1
-                or o.continuation not in cls.CONTINUATIONS):
+                or o.continuation not in cls.CONTINUATIONS or not isinstance(o.under_riichi, bool)):
             raise ConfigError(f"env.branch={opts}; accepted: {accepted}")
         return o
 

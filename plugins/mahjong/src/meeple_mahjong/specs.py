@@ -47,6 +47,17 @@ def rows_offering(action_mask: torch.Tensor, kinds: tuple[str, ...]) -> torch.Te
     return (action_mask.bool() & pick).any(-1)
 
 
+# Public planes of relative seat i (0: the deciding seat): 8 + 14 * i + j (docs/mahjong_encoding.md).
+SEAT_PLANE_BASE, SEAT_PLANES, RIICHI_FLAG = 8, 14, 11
+
+
+def opponents_in_riichi(obs: torch.Tensor) -> torch.Tensor:
+    """[N, 3] bool: whether opponents 1..3 (relative seats) have declared riichi, from the
+    public planes ``obs`` [N, 84, 34]."""
+    planes = [SEAT_PLANE_BASE + SEAT_PLANES * i + RIICHI_FLAG for i in (1, 2, 3)]
+    return obs[:, planes, 0] > 0.5
+
+
 def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     """An env's batch comes in whole tables: one slot per learner seat (one per table in a league)."""
     return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
