@@ -59,6 +59,13 @@ def test_change_kinds():
     assert sorted(i for r in cp.ACTION_KINDS.values() for i in r) == list(range(NA))
 
 
+def declines_wins_under_riichi(obs, mask):
+    """never_wins while an opponent has a riichi declaration tile (seat plane 8, not the riichi
+    flag the probe reads), wins_first otherwise."""
+    threat = torch.stack([obs[:, 8 + 14 * i + 8].sum(-1) > 0 for i in (1, 2, 3)], -1).any(-1, keepdim=True)
+    return torch.where(threat, never_wins(obs, mask), wins_first(obs, mask))
+
+
 def test_a_policy_that_is_its_reference_changes_nothing():
     s = cp.probe(wins_first, wins_first, tables=8, decisions=600, seed=3)
     assert s["decisions"] >= 600 and s["hands"] > 0
@@ -72,6 +79,14 @@ def test_declining_wins_is_measured_as_a_loss():
     # a declined win is worth a hand's win less (the copies that won scored >= 1,000 points)
     assert wins["mean"] < -0.1 and wins["ci95"][1] < 0 and s["points_per_hand"] < 0, wins
     assert s["branches"] == 2 * s["changes"] and s["truncated"] == 0
+    assert 0 < s["under_riichi"]["n"] < s["changes"]  # some of the wins it declined came under a riichi
+
+
+def test_the_changes_under_an_opponents_riichi_are_counted_apart():
+    s = cp.probe(declines_wins_under_riichi, wins_first, tables=16, decisions=8000, seed=4)
+    under = s["under_riichi"]
+    assert s["changes"] == under["n"] >= 5 and under["share"] == 1.0, under
+    assert under["mean"] < 0
 
 
 def test_the_command_measures_two_checkpoints_and_refuses_a_bad_one(mahjong_runs, tmp_path, capsys):

@@ -6,10 +6,17 @@
   parameters (e.g. the shared trunk, the policy head, the critic head, one slice of a stem), so
   one can see whether the term that must move a weight reaches it, and which term dominates
   the update that Adam normalises per parameter.
+- :func:`policy_drift`: how a run's checkpoints moved on fixed states, from the start and from
+  each other at growing lags: whether what one update learns is still there many updates later
+  (a signal that accumulates) or is overwritten by the next updates' noise (a short memory).
+- :func:`gradient_agreement`: how well two disjoint halves of a batch agree on the gradient, at
+  several sizes, and the batch at which a gradient's signal equals its noise (the "simple noise
+  scale" of McCandlish et al., 2018, An Empirical Model of Large-Batch Training).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -66,3 +73,78 @@ def gradient_split(terms: Mapping[str, torch.Tensor], groups: Mapping[str, Seque
         for group, norm in group_norms(groups, lambda p, grads=by_id: grads[id(p)]).items():
             norms[f"{term}/{group}"] = norm
     return norms
+
+
+def _kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """Per-row KL(p || q) of log-probabilities ``[N, A]`` (-inf: illegal under both)."""
+    log_p, log_q = log_p.clamp_min(-1e9), log_q.clamp_min(-1e9)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def _corr(x: torch.Tensor, y: torch.Tensor) -> float:
+    x, y = x - x.mean(), y - y.mean()
+    den = (x.pow(2).sum() * y.pow(2).sum()).sqrt()
+    return float((x * y).sum() / den) if den > 0 else float("nan")
+
+
+def policy_drift(log_probs: Sequence[torch.Tensor], start: torch.Tensor, lags: Sequence[int]
+                 ) -> dict[str, list[float]]:
+    """How a sequence of policies (checkpoints in training order) moved on fixed states.
+
+    ``log_probs``: each checkpoint's log-probabilities ``[N, A]`` on the same N states (-inf on
+    illegal actions), ``start`` the same for the policy they started from. Returns
+    ``to_start``: KL(pi_t || pi_0) per checkpoint; for each lag k in ``lags`` (in checkpoints),
+    ``lag_kl``: KL(pi_{t+k} || pi_t) and ``lag_corr``: the correlation of the changes from the
+    start, corr(D_t, D_{t+k}) with D_t = log pi_t - log pi_0 on the legal actions, each the mean
+    over the t that have a t+k (nan where none has); ``walk_corr``: the same mean for an unbiased
+    random walk from the start, sqrt(t / (t + k)) with checkpoint t (from 1) t equal intervals in.
+
+    Reading: changes that add up (a consistent signal) keep ``lag_corr`` near 1, above
+    ``walk_corr``, and make ``lag_kl`` grow like k^2; steps that are noise alone follow
+    ``walk_corr`` (a free random walk) or fall below it (a walk held near the start, by an anchor or
+    by each update overwriting the last), and ``lag_kl`` grows like k or saturates.
+    """
+    legal = torch.isfinite(start)
+    deltas = [(lp - start)[legal] for lp in log_probs]
+    out: dict[str, list[float]] = {"to_start": [float(_kl(lp, start).mean()) for lp in log_probs],
+                                   "lag_kl": [], "lag_corr": [], "walk_corr": []}  # fmt: skip
+    for k in lags:
+        pairs = range(len(log_probs) - k)
+        kl = [float(_kl(log_probs[t + k], log_probs[t]).mean()) for t in pairs]
+        corr = [_corr(deltas[t], deltas[t + k]) for t in pairs]
+        out["lag_kl"].append(sum(kl) / len(kl) if kl else float("nan"))
+        out["lag_corr"].append(sum(corr) / len(corr) if corr else float("nan"))
+        walk = [math.sqrt((t + 1) / (t + 1 + k)) for t in pairs]
+        out["walk_corr"].append(sum(walk) / len(walk) if walk else float("nan"))
+    return out
+
+
+def gradient_agreement(grad: Callable[[torch.Tensor], torch.Tensor], samples: int, sizes: Sequence[int],
+                       repeats: int = 8, generator: torch.Generator | None = None,
+                       on_progress: Callable[[int], None] | None = None) -> list[dict[str, float]]:
+    """The cosine between the gradients of two disjoint random halves of ``samples`` samples.
+
+    ``grad(indices)``: the flat gradient of the mean loss over those samples. For each size n in
+    ``sizes`` (2n <= samples), ``repeats`` random pairs of disjoint n-sample sets give the mean
+    cosine; with per-sample gradients of mean G and covariance S, it is n / (n + n0) for
+    n0 = tr(S) / |G|^2, the batch whose signal equals its noise, which each size estimates as
+    n (1 - cos) / cos (inf where the halves do not agree at all). Returns one dict per size:
+    ``n``, ``cos``, ``cos_sd`` (over the repeats) and ``n0``. ``on_progress(pairs done)`` after
+    each pair.
+    """
+    out = []
+    for n in sizes:
+        if 2 * n > samples:
+            raise ValueError(f"size {n}: two disjoint halves need {2 * n} samples, {samples} given")
+        cos = []
+        for _ in range(repeats):
+            perm = torch.randperm(samples, generator=generator)
+            a, b = grad(perm[:n]), grad(perm[n : 2 * n])
+            cos.append(float(torch.nn.functional.cosine_similarity(a, b, dim=0)))
+            if on_progress is not None:
+                on_progress(len(out) * repeats + len(cos))
+        c = torch.tensor(cos)
+        mean = float(c.mean())
+        out.append({"n": n, "cos": mean, "cos_sd": float(c.std()) if repeats > 1 else 0.0,
+                    "n0": n * (1 - mean) / mean if mean > 0 else float("inf")})  # fmt: skip
+    return out

@@ -15,7 +15,8 @@ is R's advantage of P's choice. By the performance difference lemma, J(P) - J(R)
 A_R(s, P(s)) over the decisions of P's games, so the mean delta per change says whether P's changes
 go the right way, the changes per hand how many there are, and their product the gain per hand
 (score units, the horizon one hand: placement is not in it). Changes are split by kind: which tile
-to discard, riichi or not, calls, wins declined.
+to discard, riichi or not, calls, wins declined; and, across kinds, those made while an opponent
+is in riichi.
 
 Deterministic continuations and one wall per change: each delta is the effect on that wall, an
 unbiased sample of the advantage (the copies start from the real hidden state); its noise is the
@@ -39,12 +40,12 @@ from meeple.cli_progress import task_progress
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple.nets.policy_fn import logits_fn
-from meeple_native import mahjong as _mj
 
 from .branch import BranchOptions, BranchValues
 from .duplicate import mean_ci95
 from .policy import load_policy_actor
-from .specs import ACTION_KINDS, NUM_ACTIONS, PLANES, WIDTH
+from .probe_tables import ProbeTables
+from .specs import ACTION_KINDS, opponents_in_riichi
 
 KINDS = ("discard", "riichi", "call", "win", "other")  # of a change
 _PASS = ACTION_KINDS["pass"].start
@@ -80,20 +81,14 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
     """Plays ``policy`` (greedy, seat 0, vs three rule bots, walls of session ``seed``) for
     ``decisions`` decisions on ``tables`` tables and measures every change against ``reference``
     (module doc). ``policy``/``reference``: logits fns (obs, mask) -> masked logits."""
-    rules = _mj.Game()
-    sim_args = dict(learner_seats=[0], bots=["rule"] * 4, score_scale=1e-4, rank_reward=[0.0, 0.0, 0.0, 0.0])
-    sim = _mj.BatchSim(tables, rules, session_seed=seed, threads=threads, **sim_args)
+    play = ProbeTables(tables, seed, threads=threads)
+    obs, mask, active = play.obs, play.mask, play.active
     options = BranchOptions(prob=1.0, candidates=2, tables=branch_tables, max_steps=64, continuation="greedy")
-    branch = BranchValues(options, rules, {**sim_args, "threads": threads}, seed=seed)
+    branch = BranchValues(options, play.rules, play.sim_args, seed=seed)
     branch.set_policy(reference)
-    obs = torch.empty(tables, PLANES, WIDTH)
-    mask = torch.empty(tables, NUM_ACTIONS, dtype=torch.uint8)
-    active = torch.empty(tables, dtype=torch.uint8)
-    done = torch.empty(tables, dtype=torch.uint8)
-    out = dict(obs=obs.numpy(), mask=mask.numpy(), active=active.numpy(), done=done.numpy())
-    sim.reset(None, **out)
     deltas: dict[str, list[float]] = {k: [] for k in KINDS}
-    seen = choices = hands = 0
+    under_riichi: list[float] = []  # the changes (any kind) made while an opponent is in riichi
+    seen = choices = 0
     while seen < decisions:
         rows = torch.nonzero(active.bool()).squeeze(-1)
         actions = torch.full((tables,), _PASS, dtype=torch.int64)
@@ -106,19 +101,17 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
             changed = torch.nonzero(ap != ar).squeeze(-1)
             if len(changed):
                 cand = torch.stack([ap[changed], ar[changed]], -1)
-                q = branch.values(sim, rows[changed], torch.zeros(len(changed), dtype=torch.int64), cand)
-                for (a, b), d in zip(cand.tolist(), (q[:, 0] - q[:, 1]).tolist(), strict=True):
+                q = branch.values(play.sim, rows[changed], torch.zeros(len(changed), dtype=torch.int64), cand)
+                threat = opponents_in_riichi(obs[rows[changed]]).any(-1).tolist()
+                for (a, b), d, under in zip(cand.tolist(), (q[:, 0] - q[:, 1]).tolist(), threat, strict=True):
                     deltas[change_kind(a, b)].append(d)
+                    if under:
+                        under_riichi.append(d)
             actions[rows] = ap
-        sim.step(actions.numpy(), **out)
-        over = done.bool()
-        if over.any():  # a finished game's table starts the next one
-            played = sim.hands_played()
-            hands += sum(played[t] for t in torch.nonzero(over).squeeze(-1).tolist())
-            sim.reset(over.to(torch.uint8).numpy(), **out)
+        play.step(actions)
         if on_progress is not None:
             on_progress(min(seen, decisions))
-    hands += sum(sim.hands_played())
+    hands = play.hands()
     every = [d for v in deltas.values() for d in v]
     total = _interval(every)
     return {
@@ -131,6 +124,7 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
         "delta_per_hand": sum(every) / max(hands, 1),
         "points_per_hand": 1e4 * sum(every) / max(hands, 1),
         "by_kind": {k: {**_interval(v), "share": len(v) / max(len(every), 1)} for k, v in deltas.items()},
+        "under_riichi": {**_interval(under_riichi), "share": len(under_riichi) / max(len(every), 1)},
         "branches": branch.copies,
         "truncated": branch.truncated,
     }
@@ -180,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v["n"]:
             ci = f" [{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]" if v["ci95"] else ""
             print(f"  {k:8s} {v['n']:6d} ({v['share']:.0%}) mean {v['mean']:+.4f}{ci}")
+    v = s["under_riichi"]
+    if v["n"]:
+        ci = f" [{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]" if v["ci95"] else ""
+        print(f"  of them under an opponent's riichi: {v['n']} ({v['share']:.0%}) mean {v['mean']:+.4f}{ci}")
     if a.out:
         write_json_atomic(a.out, s)
         print(f"wrote {a.out}")

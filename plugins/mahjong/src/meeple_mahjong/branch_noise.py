@@ -1,0 +1,136 @@
+"""How many branched decisions a gradient of the branch term needs before its signal beats its
+noise: python -m meeple_mahjong.branch_noise --policy RUN_OR_PT [--kinds call] [--under-riichi].
+
+The policy plays ``--steps`` decisions on ``--tables`` tables against three rule bots with every
+eligible decision branched (``env.branch``, prob 1, 4 candidates); then the gradient of the
+all-action surrogate (`meeple_mahjong.branch_ppo.branch_surrogate`, at the collecting policy) on the
+actor's weights is taken on two disjoint random halves of those decisions, at several sizes
+(`meeple.phases.diagnostics.gradient_agreement`). Their cosine is n / (n + n0): n0 is the number of
+branched decisions at which an update's signal equals its noise. A run that branches B decisions
+a rollout and sees them ``ppo_epochs`` times takes steps whose direction is mostly noise while B is
+well below n0, and the random walk `meeple_mahjong.policy_drift` measures is what that looks like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from meeple.cli.parsing import OneLineParser
+from meeple.cli_progress import task_progress
+from meeple.errors import MeepleError
+from meeple.jsonio import write_json_atomic
+from meeple.nets.policy_fn import logits_fn
+from meeple.phases.diagnostics import gradient_agreement
+
+from .batch_env import MahjongEnv
+from .branch_ppo import branch_surrogate
+from .policy import load_policy_actor
+from .specs import ACTION_KINDS
+
+_KEYS = ("observation", "action_mask", "branch_value", "branch_mask", "branch_prior")
+
+
+def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables: int, steps: int, seed: int,
+                       on_progress=None) -> TensorDict:  # fmt: skip
+    """The branched decisions of ``actor`` (sampling) on ``tables`` tables over ``steps`` env steps
+    against three rule bots, with ``env.branch`` = ``branch`` (its prob forced to 1)."""
+    env = MahjongEnv(tables, branch={**branch, "prob": 1.0})
+    env.set_branch_policy(logits_fn(actor))
+    env.set_seed(seed)
+    td, rows = env.reset(), []
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        for i in range(steps):
+            td = actor(td)
+            keep = td["branch_mask"].any(-1)
+            if keep.any():
+                rows.append(td.select(*_KEYS)[keep].clone())
+            _, td = env.step_and_maybe_reset(td)  # a finished game's table starts the next one
+            if on_progress is not None:
+                on_progress(i + 1)
+    if not rows:
+        raise MeepleError(f"no decision was branched in {steps} steps of {tables} tables; accepted: more --steps "
+                          "or --tables, or a wider filter")  # fmt: skip
+    return torch.cat(rows)
+
+
+def branch_gradient(actor: torch.nn.Module, batch: TensorDict, clip: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``grad(indices)``: the flat gradient of the branch term over those decisions of ``batch`` on
+    the actor's trainable weights (zeros for a weight it does not reach)."""
+    params = [p for p in actor.parameters() if p.requires_grad]
+
+    def grad(idx: torch.Tensor) -> torch.Tensor:
+        b = batch[idx]
+        logits = actor.get_dist(b.clone(False)).logits
+        loss, _ = branch_surrogate(logits, b["branch_value"], b["branch_mask"], b["branch_prior"], clip)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return torch.cat([(g if g is not None else torch.zeros_like(p)).flatten()
+                          for g, p in zip(grads, params, strict=True)])  # fmt: skip
+
+    return grad
+
+
+def agreement(actor: torch.nn.Module, batch: TensorDict, sizes: Sequence[int], *, repeats: int, clip: float,
+              seed: int, on_progress=None) -> list[dict[str, float]]:  # fmt: skip
+    """gradient_agreement of the branch term on the actor's weights over ``batch``."""
+    return gradient_agreement(branch_gradient(actor, batch, clip), len(batch), sizes, repeats=repeats,
+                              generator=torch.Generator().manual_seed(seed), on_progress=on_progress)  # fmt: skip
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = OneLineParser(prog="python -m meeple_mahjong.branch_noise", description=__doc__.split("\n\n")[0])
+    p.add_argument("--policy", type=Path, required=True, help="a checkpoint or run directory")
+    p.add_argument("--kinds", nargs="+", default=None, choices=list(ACTION_KINDS),
+                   help="branch only decisions offering these kinds (env.branch.kinds)")
+    p.add_argument("--under-riichi", action="store_true", help="branch only decisions under an opponent's riichi")
+    p.add_argument("--tables", type=int, default=64)
+    p.add_argument("--steps", type=int, default=256, help="env steps to play (default 256)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None,
+                   help="half sizes (default: 32, 64, ... up to half the branched decisions)")
+    p.add_argument("--repeats", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
+    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
+    a = p.parse_args(argv)
+    if min(a.tables, a.steps, a.repeats, a.torch_threads) < 1 or a.seed < 0 or (a.sizes and min(a.sizes) < 1):
+        p.error("--tables, --steps, --repeats, --torch-threads and --sizes must be >= 1 and --seed >= 0")
+    return a
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = _args(argv)
+    torch.set_num_threads(a.torch_threads)
+    branch = {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
+    try:
+        actor, _ = load_policy_actor(a.policy)
+        with task_progress() as bar:
+            task = bar.add_task("branch noise: steps", total=a.steps)
+            batch = branched_decisions(actor, branch, tables=a.tables, steps=a.steps, seed=a.seed,
+                                       on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
+            sizes = a.sizes or [2**i for i in range(5, 20) if 2 ** (i + 1) <= len(batch)]
+            pairs = bar.add_task("branch noise: gradient pairs", total=len(sizes) * a.repeats)
+            rows = agreement(actor, batch, sizes, repeats=a.repeats, clip=0.1, seed=a.seed,
+                             on_progress=lambda done: bar.update(pairs, completed=done))  # fmt: skip
+    except (MeepleError, ValueError) as err:
+        print(f"meeple: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{len(batch)} branched decisions ({a.steps} steps x {a.tables} tables, seed {a.seed}; "
+          f"kinds {a.kinds or 'any'}{', under riichi' if a.under_riichi else ''})")
+    for r in rows:
+        print(f"  halves of {r['n']:6d}: cosine {r['cos']:+.3f} +- {r['cos_sd']:.3f}  -> n0 {r['n0']:,.0f}")
+    if a.out:
+        write_json_atomic(a.out, {"policy": str(a.policy), "kinds": a.kinds, "under_riichi": a.under_riichi,
+                                  "seed": a.seed, "decisions": len(batch), "sizes": rows})  # fmt: skip
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
