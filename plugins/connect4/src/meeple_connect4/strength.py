@@ -50,10 +50,10 @@ def first_player_games(agent: MCTSPlayer, games: int, rollouts: int) -> dict[str
     return out
 
 
+@torch.no_grad()  # scoped: a process-wide switch leaked into whatever ran next in the process
 def strength(net: torch.nn.Module, *, agent_simulations: int, mcts_rollouts: int, games: int,
              leaves_in_flight: int = 1, positions: int = 200, seed: int = 2026) -> dict[str, Any]:
     """The numbers of the module docstring, as a flat dict."""
-    torch.set_grad_enabled(False)
     evaluator = TorchEvaluator(net)
     agent = MCTSPlayer(evaluator, num_simulations=agent_simulations, leaves_in_flight=leaves_in_flight, seed=0)
     metrics: dict[str, Any] = {"agent_simulations": agent_simulations, "leaves_in_flight": leaves_in_flight}

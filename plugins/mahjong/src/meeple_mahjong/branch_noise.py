@@ -68,9 +68,10 @@ def branch_gradient(actor: torch.nn.Module, batch: TensorDict, clip: float) -> C
 
     def grad(idx: torch.Tensor) -> torch.Tensor:
         b = batch[idx]
-        logits = actor.get_dist(b.clone(False)).logits
-        loss, _ = branch_surrogate(logits, b["branch_value"], b["branch_mask"], b["branch_prior"], clip)
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        with torch.enable_grad():  # also where a caller switched gradients off
+            logits = actor.get_dist(b.clone(False)).logits
+            loss, _ = branch_surrogate(logits, b["branch_value"], b["branch_mask"], b["branch_prior"], clip)
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
         return torch.cat([(g if g is not None else torch.zeros_like(p)).flatten()
                           for g, p in zip(grads, params, strict=True)])  # fmt: skip
 
