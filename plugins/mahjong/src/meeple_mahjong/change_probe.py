@@ -170,14 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"changes: {s['changes']} ({s['change_rate']:.2%} of decisions with a choice); "
           f"mean advantage of a change {d['mean'] if d['mean'] is not None else float('nan'):+.4f}{ci}; "
           f"{s['points_per_hand']:+.1f} points per hand")
-    for k, v in s["by_kind"].items():
+    for label, v in [*((f"{k:8s}", v) for k, v in s["by_kind"].items()),
+                     ("of them under an opponent's riichi:", s["under_riichi"])]:  # fmt: skip
         if v["n"]:
             ci = f" [{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]" if v["ci95"] else ""
-            print(f"  {k:8s} {v['n']:6d} ({v['share']:.0%}) mean {v['mean']:+.4f}{ci}")
-    v = s["under_riichi"]
-    if v["n"]:
-        ci = f" [{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]" if v["ci95"] else ""
-        print(f"  of them under an opponent's riichi: {v['n']} ({v['share']:.0%}) mean {v['mean']:+.4f}{ci}")
+            print(f"  {label} {v['n']:6d} ({v['share']:.0%}) mean {v['mean']:+.4f}{ci}")
     if a.out:
         write_json_atomic(a.out, s)
         print(f"wrote {a.out}")
