@@ -75,8 +75,11 @@ def gradient_split(terms: Mapping[str, torch.Tensor], groups: Mapping[str, Seque
     return norms
 
 
-def _kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
-    """Per-row KL(p || q) of log-probabilities ``[N, A]`` (-inf: illegal under both)."""
+def kl_rows(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """Per-row KL(p || q) = sum_a p(a) (log p(a) - log q(a)) of log-probabilities ``[N, A]``.
+
+    Masked actions have probability 0 under both (-inf); they are clamped so that 0 * (-inf)
+    never makes a NaN (nor a NaN gradient)."""
     log_p, log_q = log_p.clamp_min(-1e9), log_q.clamp_min(-1e9)
     return (log_p.exp() * (log_p - log_q)).sum(-1)
 
@@ -106,11 +109,11 @@ def policy_drift(log_probs: Sequence[torch.Tensor], start: torch.Tensor, lags: S
     """
     legal = torch.isfinite(start)
     deltas = [(lp - start)[legal] for lp in log_probs]
-    out: dict[str, list[float]] = {"to_start": [float(_kl(lp, start).mean()) for lp in log_probs],
+    out: dict[str, list[float]] = {"to_start": [float(kl_rows(lp, start).mean()) for lp in log_probs],
                                    "lag_kl": [], "lag_corr": [], "walk_corr": []}  # fmt: skip
     for k in lags:
         pairs = range(len(log_probs) - k)
-        kl = [float(_kl(log_probs[t + k], log_probs[t]).mean()) for t in pairs]
+        kl = [float(kl_rows(log_probs[t + k], log_probs[t]).mean()) for t in pairs]
         corr = [_corr(deltas[t], deltas[t + k]) for t in pairs]
         out["lag_kl"].append(sum(kl) / len(kl) if kl else float("nan"))
         out["lag_corr"].append(sum(corr) / len(corr) if corr else float("nan"))

@@ -19,7 +19,13 @@ from torchrl.objectives.value import GAE
 
 from meeple.phases.aux import AuxTarget, auxiliary_loss
 from meeple.phases.base import RolloutModule
-from meeple.phases.diagnostics import Member, explained_variance, gradient_split, split_actor_critic
+from meeple.phases.diagnostics import (
+    Member,
+    explained_variance,
+    gradient_split,
+    kl_rows,
+    split_actor_critic,
+)
 from meeple.phases.lr_groups import LRGroup, lr_param_groups
 from meeple.phases.ppo.data import RolloutBatch
 from meeple.tracking.keys import LOSS_TOTAL
@@ -227,11 +233,6 @@ class PPOModule(RolloutModule):
 
 
 def categorical_kl(policy, reference) -> torch.Tensor:
-    """Mean over the batch of KL(pi || pi_ref) = sum_a pi(a) (log pi(a) - log pi_ref(a)).
-
-    Masked actions have probability 0 under both; their logits are clamped so that 0 * (-inf)
-    never makes a NaN (nor a NaN gradient).
-    """
-    log_p = policy.logits.clamp_min(-1e9)
-    log_q = reference.logits.clamp_min(-1e9)
-    return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+    """Mean over the batch of KL(pi || pi_ref) of two masked categoricals (their normalised
+    logits), by `meeple.phases.diagnostics.kl_rows`."""
+    return kl_rows(policy.logits, reference.logits).mean()
