@@ -82,3 +82,21 @@ def test_gradient_agreement_finds_the_batch_where_signal_equals_noise():
     assert abs(pure[0]["cos"]) < 0.1
     with pytest.raises(ValueError, match="two disjoint halves"):
         gradient_agreement(lambda idx: noise[idx].mean(0), 100, [60])
+
+
+def test_gradient_agreement_by_groups_does_not_count_shared_noise_as_signal():
+    """Pure noise that 8 samples at a time share (the decisions of one game share its wall): halves
+    of random samples agree through it, halves of whole groups do not."""
+    from meeple.phases.diagnostics import gradient_agreement
+
+    g = torch.Generator().manual_seed(2)
+    d, groups = 200, 1024
+    shared = torch.randn(groups, d, generator=g)
+    group = torch.arange(groups).repeat_interleave(8)
+    per_sample = shared[group] + 0.1 * torch.randn(len(group), d, generator=g)
+    rows = gradient_agreement(lambda idx: per_sample[idx].mean(0), len(group), [2048], repeats=8, generator=g)
+    tables = gradient_agreement(lambda idx: per_sample[idx].mean(0), len(group), [2048], repeats=8, generator=g,
+                                groups=group)  # fmt: skip
+    assert rows[0]["cos"] > 0.4 and abs(tables[0]["cos"]) < 0.1
+    with pytest.raises(ValueError, match="a half of the groups"):
+        gradient_agreement(lambda idx: per_sample[idx].mean(0), len(group), [4100], groups=group)

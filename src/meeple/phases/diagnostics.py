@@ -122,9 +122,28 @@ def policy_drift(log_probs: Sequence[torch.Tensor], start: torch.Tensor, lags: S
     return out
 
 
+def _halves(samples: int, n: int, groups: torch.Tensor | None,
+            generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Two disjoint random n-sample index sets; with ``groups``, drawn from two disjoint random
+    halves of the groups, so that no group has members on both sides."""
+    if groups is None:
+        if 2 * n > samples:
+            raise ValueError(f"size {n}: two disjoint halves need {2 * n} samples, {samples} given")
+        perm = torch.randperm(samples, generator=generator)
+        return perm[:n], perm[n : 2 * n]
+    ids = groups.unique()
+    ids = ids[torch.randperm(len(ids), generator=generator)]
+    sides = [torch.isin(groups, part).nonzero().squeeze(-1) for part in (ids[: len(ids) // 2], ids[len(ids) // 2 :])]
+    if min(len(side) for side in sides) < n:
+        raise ValueError(f"size {n}: a half of the groups holds only {min(len(s) for s in sides)} samples; "
+                         "accepted: sizes up to about half the samples")  # fmt: skip
+    return tuple(side[torch.randperm(len(side), generator=generator)[:n]] for side in sides)  # type: ignore[return-value]
+
+
 def gradient_agreement(grad: Callable[[torch.Tensor], torch.Tensor], samples: int, sizes: Sequence[int],
                        repeats: int = 8, generator: torch.Generator | None = None,
-                       on_progress: Callable[[int], None] | None = None) -> list[dict[str, float]]:
+                       on_progress: Callable[[int], None] | None = None,
+                       groups: torch.Tensor | None = None) -> list[dict[str, float]]:  # fmt: skip
     """The cosine between the gradients of two disjoint random halves of ``samples`` samples.
 
     ``grad(indices)``: the flat gradient of the mean loss over those samples. For each size n in
@@ -134,15 +153,17 @@ def gradient_agreement(grad: Callable[[torch.Tensor], torch.Tensor], samples: in
     n (1 - cos) / cos (inf where the halves do not agree at all). Returns one dict per size:
     ``n``, ``cos``, ``cos_sd`` (over the repeats) and ``n0``. ``on_progress(pairs done)`` after
     each pair.
+
+    ``groups`` (one id per sample): samples whose noise is shared (decisions of one game, which
+    share its wall and its outcome) never sit on both sides. Without it such samples agree by
+    their shared noise, and the cosine counts that as signal: n0 comes out too small.
     """
     out = []
     for n in sizes:
-        if 2 * n > samples:
-            raise ValueError(f"size {n}: two disjoint halves need {2 * n} samples, {samples} given")
         cos = []
         for _ in range(repeats):
-            perm = torch.randperm(samples, generator=generator)
-            a, b = grad(perm[:n]), grad(perm[n : 2 * n])
+            ia, ib = _halves(samples, n, groups, generator)
+            a, b = grad(ia), grad(ib)
             cos.append(float(torch.nn.functional.cosine_similarity(a, b, dim=0)))
             if on_progress is not None:
                 on_progress(len(out) * repeats + len(cos))

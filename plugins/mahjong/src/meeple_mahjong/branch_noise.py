@@ -23,6 +23,8 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from meeple.checkpoint.actor import checkpoint_file
+from meeple.checkpoint.io import deserialize, file_sha256, read_verified, save_atomic
 from meeple.cli.parsing import OneLineParser
 from meeple.cli_progress import task_progress
 from meeple.errors import MeepleError
@@ -41,7 +43,8 @@ _KEYS = ("observation", "action_mask", "branch_value", "branch_mask", "branch_pr
 def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables: int, steps: int, seed: int,
                        on_progress=None) -> TensorDict:  # fmt: skip
     """The branched decisions of ``actor`` (sampling) on ``tables`` tables over ``steps`` env steps
-    against three rule bots, with ``env.branch`` = ``branch`` (its prob forced to 1)."""
+    against three rule bots, with ``env.branch`` = ``branch`` (its prob forced to 1); ``slot`` says
+    which table each was taken at."""
     env = MahjongEnv(tables, branch={**branch, "prob": 1.0})
     env.set_branch_policy(logits_fn(actor))
     env.set_seed(seed)
@@ -51,7 +54,7 @@ def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables
             td = actor(td)
             keep = td["branch_mask"].any(-1)
             if keep.any():
-                rows.append(td.select(*_KEYS)[keep].clone())
+                rows.append(td.select(*_KEYS)[keep].clone().set("slot", keep.nonzero().squeeze(-1)))
             _, td = env.step_and_maybe_reset(td)  # a finished game's table starts the next one
             if on_progress is not None:
                 on_progress(i + 1)
@@ -59,6 +62,30 @@ def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables
         raise MeepleError(f"no decision was branched in {steps} steps of {tables} tables; accepted: more --steps "
                           "or --tables, or a wider filter")  # fmt: skip
     return torch.cat(rows)
+
+
+def branch_options(a: argparse.Namespace) -> dict[str, Any]:
+    """``env.branch`` of the commands that branch every eligible decision (--kinds, --under-riichi)."""
+    return {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
+
+
+def kept_decisions(actor: torch.nn.Module, start: Path, branch: dict[str, Any], *, tables: int, steps: int, seed: int,
+                   path: Path | None, on_progress=None) -> TensorDict:  # fmt: skip
+    """`branched_decisions` of the checkpoint ``start`` (whose actor is ``actor``), read from
+    ``path`` when it holds those of the same checkpoint (by checksum) and settings, else played
+    and, with a ``path``, written there (atomically): several measurements on one batch."""
+    key = {"policy": file_sha256(start), **branch, "tables": tables, "steps": steps, "seed": seed}
+    if path is not None and path.exists():
+        saved = deserialize(read_verified(path), map_location="cpu", where=str(path))
+        if isinstance(saved, dict) and saved.get("key") == key:
+            d = saved["decisions"]
+            return TensorDict(d, batch_size=[len(d["slot"])])
+        print(f"{path} holds decisions of other settings ({saved.get('key') if isinstance(saved, dict) else '?'}); "
+              "playing them again", file=sys.stderr)  # fmt: skip
+    batch = branched_decisions(actor, branch, tables=tables, steps=steps, seed=seed, on_progress=on_progress)
+    if path is not None:
+        save_atomic({"key": key, "decisions": batch.to_dict()}, path)
+    return batch
 
 
 def branch_gradient(actor: torch.nn.Module, batch: TensorDict, clip: float) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -78,11 +105,19 @@ def branch_gradient(actor: torch.nn.Module, batch: TensorDict, clip: float) -> C
     return grad
 
 
+SPLITS = ("tables", "rows")
+
+
 def agreement(actor: torch.nn.Module, batch: TensorDict, sizes: Sequence[int], *, repeats: int, clip: float,
-              seed: int, on_progress=None) -> list[dict[str, float]]:  # fmt: skip
-    """gradient_agreement of the branch term on the actor's weights over ``batch``."""
+              seed: int, split: str = "tables", on_progress=None) -> list[dict[str, float]]:  # fmt: skip
+    """gradient_agreement of the branch term on the actor's weights over ``batch``; ``split``:
+    halves of whole tables (no wall on both sides; the default) or of random decisions (two
+    decisions of one hand share its wall and its outcome, and agree through them)."""
+    if split not in SPLITS:
+        raise MeepleError(f"split={split!r}; accepted: one of {list(SPLITS)}")
     return gradient_agreement(branch_gradient(actor, batch, clip), len(batch), sizes, repeats=repeats,
-                              generator=torch.Generator().manual_seed(seed), on_progress=on_progress)  # fmt: skip
+                              generator=torch.Generator().manual_seed(seed), on_progress=on_progress,
+                              groups=batch["slot"] if split == "tables" else None)  # fmt: skip
 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -94,7 +129,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tables", type=int, default=64)
     p.add_argument("--steps", type=int, default=256, help="env steps to play (default 256)")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
-                   help="half sizes (default: 32, 64, ... up to half the branched decisions)")
+                   help="half sizes (default: 32, 64, ... up to a third of the branched decisions)")
+    p.add_argument("--split", choices=SPLITS, default="tables",
+                   help="halves of whole tables (default) or of random decisions, which share walls across halves")
+    p.add_argument("--decisions", type=Path, default=None,
+                   help="keep the branched decisions in this file (read back for the same policy and settings)")
     p.add_argument("--repeats", type=int, default=8)
     p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
     p.add_argument("--torch-threads", type=int, default=1)
@@ -108,27 +147,28 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
     torch.set_num_threads(a.torch_threads)
-    branch = {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
     try:
-        actor, _ = load_policy_actor(a.policy)
+        start = checkpoint_file(a.policy)
+        actor, _ = load_policy_actor(start)
         with task_progress() as bar:
             task = bar.add_task("branch noise: steps", total=a.steps)
-            batch = branched_decisions(actor, branch, tables=a.tables, steps=a.steps, seed=a.seed,
-                                       on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
-            sizes = a.sizes or [2**i for i in range(5, 20) if 2 ** (i + 1) <= len(batch)]
+            batch = kept_decisions(actor, start, branch_options(a), tables=a.tables, steps=a.steps, seed=a.seed,
+                                   path=a.decisions, on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
+            # a half of the tables holds about half the decisions, give or take a busy table
+            sizes = a.sizes or [2**i for i in range(5, 20) if 3 * 2**i <= len(batch)]
             pairs = bar.add_task("branch noise: gradient pairs", total=len(sizes) * a.repeats)
-            rows = agreement(actor, batch, sizes, repeats=a.repeats, clip=0.1, seed=a.seed,
+            rows = agreement(actor, batch, sizes, repeats=a.repeats, clip=0.1, seed=a.seed, split=a.split,
                              on_progress=lambda done: bar.update(pairs, completed=done))  # fmt: skip
     except (MeepleError, ValueError) as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
     print(f"{len(batch)} branched decisions ({a.steps} steps x {a.tables} tables, seed {a.seed}; "
-          f"kinds {a.kinds or 'any'}{', under riichi' if a.under_riichi else ''})")
+          f"kinds {a.kinds or 'any'}{', under riichi' if a.under_riichi else ''}; halves of {a.split})")
     for r in rows:
         print(f"  halves of {r['n']:6d}: cosine {r['cos']:+.3f} +- {r['cos_sd']:.3f}  -> n0 {r['n0']:,.0f}")
     if a.out:
         write_json_atomic(a.out, {"policy": str(a.policy), "kinds": a.kinds, "under_riichi": a.under_riichi,
-                                  "seed": a.seed, "decisions": len(batch), "sizes": rows})  # fmt: skip
+                                  "seed": a.seed, "split": a.split, "decisions": len(batch), "sizes": rows})  # fmt: skip
         print(f"wrote {a.out}")
     return 0
 
