@@ -120,27 +120,51 @@ def agreement(actor: torch.nn.Module, batch: TensorDict, sizes: Sequence[int], *
                               groups=batch["slot"] if split == "tables" else None)  # fmt: skip
 
 
-def _args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = OneLineParser(prog="python -m meeple_mahjong.branch_noise", description=__doc__.split("\n\n")[0])
-    p.add_argument("--policy", type=Path, required=True, help="a checkpoint or run directory")
+def add_decision_args(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that play a start's branched decisions (`start_decisions`)."""
+    p.add_argument("--policy", type=Path, required=True, help="the start: a checkpoint or run directory")
     p.add_argument("--kinds", nargs="+", default=None, choices=list(ACTION_KINDS),
                    help="branch only decisions offering these kinds (env.branch.kinds)")
     p.add_argument("--under-riichi", action="store_true", help="branch only decisions under an opponent's riichi")
     p.add_argument("--tables", type=int, default=64)
-    p.add_argument("--steps", type=int, default=256, help="env steps to play (default 256)")
+    p.add_argument("--steps", type=int, default=256, help="env steps the start plays (default 256)")
+    p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
+    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--decisions", type=Path, default=None,
+                   help="keep the branched decisions in this file: read back when it was written for the same "
+                        "checkpoint, --kinds, --under-riichi, --tables, --steps and --seed, else played and written")
+
+
+def decision_args_error(a: argparse.Namespace) -> str | None:
+    if min(a.tables, a.steps, a.torch_threads) < 1 or a.seed < 0:
+        return "--tables, --steps and --torch-threads must be >= 1 and --seed >= 0"
+    return None
+
+
+def start_decisions(a: argparse.Namespace, bar: Any, label: str) -> tuple[Path, torch.nn.Module, TensorDict]:
+    """The start's checkpoint file, its actor and its branched decisions (`kept_decisions`) as
+    `add_decision_args`' options ask, with a progress task called ``label``."""
+    start = checkpoint_file(a.policy)
+    actor, _ = load_policy_actor(start)
+    task = bar.add_task(label, total=a.steps)
+    batch = kept_decisions(actor, start, branch_options(a), tables=a.tables, steps=a.steps, seed=a.seed,
+                           path=a.decisions, on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
+    return start, actor, batch
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = OneLineParser(prog="python -m meeple_mahjong.branch_noise", description=__doc__.split("\n\n")[0])
+    add_decision_args(p)
     p.add_argument("--sizes", type=int, nargs="+", default=None,
                    help="half sizes (default: 32, 64, ... up to a third of the branched decisions)")
     p.add_argument("--split", choices=SPLITS, default="tables",
                    help="halves of whole tables (default) or of random decisions, which share walls across halves")
-    p.add_argument("--decisions", type=Path, default=None,
-                   help="keep the branched decisions in this file (read back for the same policy and settings)")
     p.add_argument("--repeats", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
-    p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
     a = p.parse_args(argv)
-    if min(a.tables, a.steps, a.repeats, a.torch_threads) < 1 or a.seed < 0 or (a.sizes and min(a.sizes) < 1):
-        p.error("--tables, --steps, --repeats, --torch-threads and --sizes must be >= 1 and --seed >= 0")
+    error = decision_args_error(a)
+    if error or a.repeats < 1 or (a.sizes and min(a.sizes) < 1):
+        p.error(error or "--repeats and --sizes must be >= 1")
     return a
 
 
@@ -148,12 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
     torch.set_num_threads(a.torch_threads)
     try:
-        start = checkpoint_file(a.policy)
-        actor, _ = load_policy_actor(start)
         with task_progress() as bar:
-            task = bar.add_task("branch noise: steps", total=a.steps)
-            batch = kept_decisions(actor, start, branch_options(a), tables=a.tables, steps=a.steps, seed=a.seed,
-                                   path=a.decisions, on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
+            _, actor, batch = start_decisions(a, bar, "branch noise: steps")
             # a half of the tables holds about half the decisions, give or take a busy table
             sizes = a.sizes or [2**i for i in range(5, 20) if 3 * 2**i <= len(batch)]
             pairs = bar.add_task("branch noise: gradient pairs", total=len(sizes) * a.repeats)

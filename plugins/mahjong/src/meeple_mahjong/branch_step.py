@@ -35,7 +35,6 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from meeple.checkpoint.actor import checkpoint_file
 from meeple.checkpoint.io import load_verified, save_atomic
 from meeple.cli.parsing import OneLineParser
 from meeple.cli_progress import task_progress
@@ -43,11 +42,8 @@ from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple.phases.diagnostics import kl_rows
 
-from .branch_noise import branch_options as _branch
-from .branch_noise import kept_decisions
+from .branch_noise import add_decision_args, decision_args_error, start_decisions
 from .branch_ppo import branch_surrogate
-from .policy import load_policy_actor
-from .specs import ACTION_KINDS
 
 _CHUNK = 4096  # decisions per forward pass: a full-batch gradient is accumulated over chunks
 
@@ -235,16 +231,11 @@ def save_policy(actor: torch.nn.Module, start: Path, out: Path, info: dict[str, 
 
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = OneLineParser(prog="python -m meeple_mahjong.branch_step", description=__doc__.split("\n\n")[0])
-    p.add_argument("--policy", type=Path, required=True, help="the start: a checkpoint or run directory")
+    add_decision_args(p)
     p.add_argument("--out", type=Path, default=None, help="the improved checkpoint to write (not with --line)")
     p.add_argument("--line", type=float, nargs="+", default=None, metavar="LENGTH",
                    help="instead of updates: price the start moved this far along its full-batch gradient (in the "
                         "weights' Euclidean norm), for each length; no checkpoint is written")
-    p.add_argument("--kinds", nargs="+", default=None, choices=list(ACTION_KINDS),
-                   help="branch only decisions offering these kinds (env.branch.kinds)")
-    p.add_argument("--under-riichi", action="store_true", help="branch only decisions under an opponent's riichi")
-    p.add_argument("--tables", type=int, default=64)
-    p.add_argument("--steps", type=int, default=256, help="env steps the start plays (default 256)")
     p.add_argument("--held-out", type=float, default=0.25, help="share of the tables kept apart (default 0.25)")
     p.add_argument("--updates", type=int, default=20, help="full-batch steps (default 20; 0: only play and price)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
@@ -254,16 +245,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--kl-coef", type=float, default=0.2, help="weight of KL(start || new) (default 0.2)")
     p.add_argument("--clip", type=float, default=0.1, help="the surrogate's clip epsilon (default 0.1)")
-    p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
-    p.add_argument("--torch-threads", type=int, default=1)
-    p.add_argument("--decisions", type=Path, default=None,
-                   help="keep the branched decisions in this file: read them from it when it was written for the "
-                        "same --policy, --kinds, --under-riichi, --tables, --steps and --seed (to try several "
-                        "update settings on one batch), else play and write it")
     p.add_argument("--summary", type=Path, default=None, help="write the summary JSON here")
     a = p.parse_args(argv)
-    if min(a.tables, a.steps, a.torch_threads, a.minibatch) < 1 or a.seed < 0 or a.updates < 0:
-        p.error("--tables, --steps, --minibatch and --torch-threads must be >= 1, --updates and --seed >= 0")
+    error = decision_args_error(a)
+    if error or a.minibatch < 1 or a.updates < 0:
+        p.error(error or "accepted: --minibatch >= 1, --updates >= 0")
     if not 0 <= a.held_out < 1 or a.lr <= 0 or a.kl_coef < 0 or not 0 < a.clip < 1:
         p.error("accepted: 0 <= --held-out < 1, --lr > 0, --kl-coef >= 0, 0 < --clip < 1")
     if (a.out is None) == (a.line is None) or (a.line and min(a.line) <= 0):
@@ -288,12 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
     torch.set_num_threads(a.torch_threads)
     try:
-        start = checkpoint_file(a.policy)
-        actor, _ = load_policy_actor(start)
         with task_progress() as bar:
-            task = bar.add_task("branch step: start plays", total=a.steps)
-            batch = kept_decisions(actor, start, _branch(a), tables=a.tables, steps=a.steps, seed=a.seed,
-                                   path=a.decisions, on_progress=lambda done: bar.update(task, completed=done))  # fmt: skip
+            start, actor, batch = start_decisions(a, bar, "branch step: start plays")
             train, test = split_by_table(batch, a.held_out, a.seed)
             print(f"{len(train)} training and {len(test)} held-out branched decisions ({a.steps} steps x "
                   f"{a.tables} tables, seed {a.seed}; kinds {a.kinds or 'any'}"
