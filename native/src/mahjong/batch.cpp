@@ -250,6 +250,11 @@ void BatchSim::copy_tables(const BatchSim& src, const int32_t* src_tables, const
     for (int s = 0; s < num_slots(); ++s) out.reward[s] = 0.0f;
 }
 
+void BatchSim::redeal(const uint8_t* tables, const uint64_t* seeds) {
+  for (int t = 0; t < cfg_.num_tables; ++t)
+    if (tables[t]) tables_[t].game.redeal_wall(seeds[t]);
+}
+
 void BatchSim::parallel(const std::function<void(int)>& per_table) {
   if (workers_.empty()) {
     for (int t = 0; t < cfg_.num_tables; ++t) per_table(t);

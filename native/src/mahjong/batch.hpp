@@ -101,6 +101,8 @@ class BatchSim {
   // throws std::invalid_argument with nothing copied.
   void copy_tables(const BatchSim& src, const int32_t* src_tables, const BatchOut& out);
   int hands_played(int table) const { return tables_.at(table).game.hands_played(); }
+  // Game::redeal_wall on table t with seeds[t], for each t whose tables[t] is set.
+  void redeal(const uint8_t* tables, const uint64_t* seeds);
 
   const Game& game(int table) const { return tables_.at(table).game; }
   // The table's current (or last) game so far, per seat as play_bots reports it: score,

@@ -211,6 +211,15 @@ void register_batch(nb::module_& m) {
           "streams and score baseline. src needs the same learner seats, bots and rewards. Writes every\n"
           "slot (reward 0).")
       .def(
+          "redeal",
+          [](BatchSim& b, Array<const uint8_t> tables, Array<const uint64_t> seeds) {
+            const size_t n = static_cast<size_t>(b.num_tables());
+            b.redeal(checked("tables", tables, {n}, "uint8"), checked("seeds", seeds, {n}, "uint64"));
+          },
+          "tables"_a.noconvert(), "seeds"_a.noconvert(),
+          "Shuffle the tiles no seat has seen on each table t with tables[t] set (uint8 [num_tables]),\n"
+          "with seeds[t] (uint64 [num_tables]): Game.redeal_wall. Every seat's view stays as it was.")
+      .def(
           "hands_played",
           [](const BatchSim& b) {
             std::vector<int> n(b.num_tables());

@@ -379,7 +379,14 @@ void register_mahjong(nb::module_& parent) {
         return greedy_playout(g, policy_seed, call_prob);
       }, "policy_seed"_a, "call_prob"_a = 0.3,
       "Play to the end with a simple rule-based policy in C++ (wins, riichi, shanten-greedy discards).")
-      .def("__copy__", [](const Game& g) { return Game(g); });
+      .def("__copy__", [](const Game& g) { return Game(g); })
+      .def("redeal_wall", &Game::redeal_wall, "seed"_a,
+           "Shuffle the tiles no seat has seen (the undrawn wall, rinshan, unrevealed dora, ura) among their places.")
+      .def_prop_ro("wall_tiles", [](const Game& g) {
+        const auto& w = g.wall_tiles();
+        return std::vector<int>(w.begin(), w.end());
+      }, "The hand's wall, 136 tile ids (oracle: see game.hpp for its layout).")
+      .def_prop_ro("draw_pos", &Game::draw_pos, "Live-wall tiles drawn so far, the deal's 52 included.");
 
   m.def(
       "score_hand",

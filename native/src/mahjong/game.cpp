@@ -141,6 +141,19 @@ void Game::start_hand() {
   draw(false);
 }
 
+void Game::redeal_wall(uint64_t seed) {
+  if (phase_ == Phase::GameOver) return;
+  std::vector<int> unseen;
+  unseen.reserve(136 - draw_pos_);
+  for (int i = draw_pos_; i < kDeadRinshan; ++i) unseen.push_back(i);
+  for (int i = kDeadRinshan + kans_total_; i < kDeadDora; ++i) unseen.push_back(i);
+  for (int i = kDeadDora + dora_shown_; i < kDeadUra; ++i) unseen.push_back(i);
+  for (int i = kDeadUra; i < 136; ++i) unseen.push_back(i);
+  SplitMix64 rng(seed);
+  for (size_t k = unseen.size(); k > 1; --k)  // Fisher-Yates over the unseen positions
+    std::swap(wall_[unseen[k - 1]], wall_[unseen[rng.below(static_cast<uint32_t>(k))]]);
+}
+
 void Game::draw(bool rinshan) {
   Player& pl = p_[actor_];
   const int t = rinshan ? wall_[kDeadRinshan + kans_total_ - 1] : wall_[draw_pos_++];

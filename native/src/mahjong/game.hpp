@@ -70,6 +70,12 @@ class Game {
   // Throws std::invalid_argument (seat, action, legal set) and leaves the state unchanged
   // when the action is not legal.
   void step(int seat, const Action& action);
+  // Branching with re-deals (meeple_mahjong.branch): shuffle, with this seed, the tiles no seat
+  // has seen (the live wall not yet drawn and what lies past its end, the undrawn rinshan tiles,
+  // the unrevealed dora and every ura indicator) among their positions. Hands, melds, ponds and
+  // everything shown stay as they are, so every seat's view is unchanged; a finished game is left
+  // alone.
+  void redeal_wall(uint64_t seed);
 
   // Observation hooks.
   const std::array<int, 4>& scores() const { return scores_; }

@@ -3,6 +3,8 @@ them (meeple_mahjong.branch_ppo): a branch is an exact copy of its table, so the
 action the game then took replays that game's hand; the all-action surrogate moves mass toward
 the candidate that kept more points; bad options fail in one line."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -63,6 +65,70 @@ def test_copy_tables_refuses_what_it_cannot_copy():
         mj.BatchSim(4, mj.Game(), learner_seats=[2]).copy_tables(src, np.arange(4, dtype=np.int32), **_buffers(4))
     with pytest.raises(ValueError, match="explicit games takes no copies"):
         mj.BatchSim(1, mj.Game(), games=[(0, 0, 0)]).copy_tables(src, np.zeros(1, np.int32), **_buffers(1))
+
+
+def test_a_redeal_shuffles_only_the_tiles_no_seat_has_seen():
+    """Game.redeal_wall keeps every tile, every seat's view (hands, ponds, shown dora: the public
+    planes of each seat and its legal actions) and the drawn part of the wall; it moves the undrawn
+    tiles, by its seed; BatchSim.redeal does it on the tables it is told."""
+    rng = np.random.default_rng(1)
+    g = mj.Game()
+    g.reset(7, 0)
+    for _ in range(30):  # into the hand: some tiles drawn, some discarded
+        seat = g.pending()[0]
+        g.step(seat, g.legal_actions(seat)[rng.integers(len(g.legal_actions(seat)))])
+    before, view = g.wall_tiles, [(g.hand(s), g.discards(s), mj.encode_public(g, s)) for s in range(4)]
+    a, b = copy.copy(g), copy.copy(g)
+    a.redeal_wall(1)
+    b.redeal_wall(1)
+    assert a.wall_tiles == b.wall_tiles != before and sorted(a.wall_tiles) == sorted(before)
+    drawn = g.draw_pos
+    assert a.wall_tiles[:drawn] == before[:drawn] and a.dora_indicators == g.dora_indicators
+    for s in range(4):
+        h, d, planes = view[s]
+        assert a.hand(s) == h and a.discards(s) == d and (mj.encode_public(a, s) == planes).all()
+        assert a.legal_actions(s) == g.legal_actions(s)
+    c = copy.copy(g)
+    c.redeal_wall(2)
+    assert c.wall_tiles != a.wall_tiles
+
+    sim = mj.BatchSim(3, mj.Game(), session_seed=5)
+    out = _buffers(3)
+    sim.reset(None, **out)
+    walls = [sim.game(t).wall_tiles for t in range(3)]
+    sim.redeal(np.array([1, 0, 1], np.uint8), np.array([4, 4, 9], np.uint64))
+    now = [sim.game(t).wall_tiles for t in range(3)]
+    assert now[1] == walls[1] and now[0] != walls[0] and now[2] != walls[2]
+    assert all(sorted(x) == sorted(y) for x, y in zip(now, walls, strict=True))
+
+
+def test_redealt_branches_average_the_luck_of_the_draws():
+    """With redeals, a candidate's value is the mean over shuffles of the unseen tiles: a
+    deterministic policy's values differ from the real wall's (one wall) and stay within the
+    hand's reward range; a policy that reads the oracle planes, which show the wall, is refused."""
+    plain = MahjongEnv(8, branch={"prob": 1.0, "candidates": 2, "tables": 64})
+    dealt = MahjongEnv(8, branch={"prob": 1.0, "candidates": 2, "tables": 64, "redeals": 4})
+    values = []
+    for env in (plain, dealt):
+        env.set_branch_policy(lowest_legal)
+        env.set_seed(3)
+        td, got = env.reset(), []
+        for _ in range(40):
+            got.append(td["branch_value"][td["branch_mask"]])
+            td["action"] = lowest_legal(td["observation"], td["action_mask"]).argmax(-1)
+            td = step_mdp(env.step(td))
+        values.append(torch.cat(got))
+    assert len(values[0]) == len(values[1]) > 100 and not torch.equal(values[0], values[1])
+    assert values[1].abs().max() < 5 and dealt.branch_counts["copies"] == 4 * plain.branch_counts["copies"]
+
+    def oracle(obs, mask, planes):
+        return lowest_legal(obs, mask)
+
+    oracle.oracle = True
+    with pytest.raises(ConfigError, match="redeals > 1 with a policy that reads the oracle planes"):
+        MahjongEnv(4, branch={"prob": 1.0, "redeals": 2}).set_branch_policy(oracle)
+    with pytest.raises(ConfigError, match="redeals >= 1"):
+        BranchOptions.parse({"redeals": 0})
 
 
 # integer weights on 0/1 planes: logits exact in float32 whatever rows are batched together

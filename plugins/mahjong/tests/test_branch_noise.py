@@ -29,6 +29,9 @@ def test_the_gradient_reaches_the_weights_and_ties_carry_none(mahjong_runs):
     # 300 steps of 2 tables play past the end of a game: its table starts the next one
     batch = bn.branched_decisions(actor, {"candidates": 4, "tables": 64}, tables=2, steps=300, seed=1)
     assert len(batch) >= 8 and (batch["branch_mask"].sum(-1) >= 2).all()
+    torch.rand(3)  # whatever the caller's RNG did before: the seed alone decides the decisions played
+    again = bn.branched_decisions(actor, {"candidates": 4, "tables": 64, "redeals": 2}, tables=2, steps=300, seed=1)
+    assert torch.equal(again["observation"], batch["observation"]) and torch.equal(again["slot"], batch["slot"])
     every = torch.arange(len(batch))
     signal = bn.branch_gradient(actor, batch, 0.1)(every).norm()
     tied = batch.clone()

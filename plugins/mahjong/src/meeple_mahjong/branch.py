@@ -52,7 +52,13 @@ class BranchOptions:
     discard can deal in to a hand that is surely ready; ``continuation``: how the learner plays a
     copy after its candidate, ``sample`` (its policy, with the copies' common draws: the value of
     the policy the rollouts sample) or ``greedy`` (its argmax: the value of the policy every
-    evaluation plays, without the learner's own sampling noise)."""
+    evaluation plays, without the learner's own sampling noise); ``redeals``: each candidate is
+    played on this many copies whose unseen tiles (the undrawn wall, rinshan, unrevealed dora and
+    ura indicators; ``Game.redeal_wall``) are shuffled anew, the same shuffle for every candidate
+    of one re-deal, and its value is their mean (1: the real wall alone). The other seats' hands
+    stay as dealt, so the mean is still an unbiased sample of the action's value; what it averages
+    away is the luck of the draws after the decision. Not with a policy that reads the oracle
+    planes (they show the wall)."""
 
     CONTINUATIONS = ("sample", "greedy")
 
@@ -63,12 +69,13 @@ class BranchOptions:
     kinds: tuple[str, ...] | None = None
     under_riichi: bool = False
     continuation: str = "sample"
+    redeals: int = 1
 
     @classmethod
     def parse(cls, node: Any) -> BranchOptions:
         accepted = ("a mapping with prob (0, 1], candidates >= 2, tables >= candidates, max_steps >= 1, "
                     f"kinds null or a non-empty list of {list(ACTION_KINDS)}, under_riichi true/false, "
-                    f"continuation one of {list(cls.CONTINUATIONS)}")
+                    f"continuation one of {list(cls.CONTINUATIONS)}, redeals >= 1 with tables >= candidates x redeals")
         if not isinstance(node, dict) and not hasattr(node, "items"):
             raise ConfigError(f"env.branch={node!r}; accepted: null (off) or {accepted}")
         opts = dict(node.items())
@@ -83,7 +90,8 @@ class BranchOptions:
             opts["kinds"] = kinds
         o = cls(**opts)
         if (not 0 < o.prob <= 1 or o.candidates < 2 or o.tables < o.candidates or o.max_steps < 1
-                or o.continuation not in cls.CONTINUATIONS or not isinstance(o.under_riichi, bool)):
+                or o.continuation not in cls.CONTINUATIONS or not isinstance(o.under_riichi, bool)
+                or not isinstance(o.redeals, int) or o.redeals < 1 or o.tables < o.candidates * o.redeals):
             raise ConfigError(f"env.branch={opts}; accepted: {accepted}")
         return o
 
@@ -132,6 +140,9 @@ class BranchValues:
 
     def set_policy(self, fn: PolicyFn) -> None:
         """``fn(obs, mask[, oracle]) -> masked logits`` (meeple.nets.policy_fn.logits_fn)."""
+        if is_oracle(fn) and self.options.redeals > 1:
+            raise ConfigError("env.branch.redeals > 1 with a policy that reads the oracle planes, which show the "
+                              "wall a re-deal shuffles; accepted: redeals 1 for an oracle policy")  # fmt: skip
         self.policy = fn
         if is_oracle(fn) and self.oracle is None:
             self.oracle = torch.empty(self.sim.num_slots, ORACLE_PLANES, WIDTH)
@@ -160,13 +171,16 @@ class BranchValues:
         learner column ``seats[n]`` at ``source``'s table ``tables[n]``."""
         N, K = candidates.shape
         out = torch.full((N, K), float("nan"))
-        per_call = max(self.options.tables // K, 1)
+        per_call = max(self.options.tables // (K * self.options.redeals), 1)
         for start in range(0, N, per_call):
             sl = slice(start, min(start + per_call, N))
             out[sl] = self._play(source, tables[sl], seats[sl], candidates[sl])
         return out
 
     def _play(self, source: Any, tables: torch.Tensor, seats: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        R = self.options.redeals
+        if R > 1:  # decision i's re-deal r is row i * R + r below; its value the mean over r
+            tables, seats, cand = (x.repeat_interleave(R, 0) for x in (tables, seats, cand))
         n, K = cand.shape
         T, L = self.options.tables, self.L
         used = cand.reshape(-1) >= 0
@@ -174,6 +188,10 @@ class BranchValues:
         src[: n * K] = torch.where(used, tables.repeat_interleave(K).to(torch.int32), -1)
         out = self._out()
         self.sim.copy_tables(source, src.numpy(), **out)
+        if R > 1:  # one shuffle per re-deal, shared by its K candidates (their common random numbers)
+            seeds = torch.zeros(T, dtype=torch.int64)
+            seeds[: n * K] = torch.randint(0, 2**62, (n,), generator=self.gen).repeat_interleave(K)
+            self.sim.redeal((src >= 0).to(torch.uint8).numpy(), seeds.numpy().view("uint64"))
         b = torch.arange(n * K)
         slot = b * L + seats.repeat_interleave(K)  # the branched learner column of each copy
         group = torch.arange(n).repeat_interleave(K)  # copies of one decision share their draws
@@ -206,7 +224,7 @@ class BranchValues:
             live &= ~(self.buf["done"][slot].bool() | (now != hands))
         self.copies += int(used.sum())
         self.truncated += int(live.sum())
-        return value.masked_fill(~used, float("nan")).view(n, K)
+        return value.masked_fill(~used, float("nan")).view(n // R, R, K).mean(1)
 
 
 def branch_keys(

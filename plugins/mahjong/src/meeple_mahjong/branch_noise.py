@@ -44,12 +44,15 @@ def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables
                        on_progress=None) -> TensorDict:  # fmt: skip
     """The branched decisions of ``actor`` (sampling) on ``tables`` tables over ``steps`` env steps
     against three rule bots, with ``env.branch`` = ``branch`` (its prob forced to 1); ``slot`` says
-    which table each was taken at."""
+    which table each was taken at. The same ``seed`` plays the same decisions."""
     env = MahjongEnv(tables, branch={**branch, "prob": 1.0})
     env.set_branch_policy(logits_fn(actor))
     env.set_seed(seed)
     td, rows = env.reset(), []
-    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+    # the learner's own draws from the seed too (the caller's global RNG left as it was): the same
+    # --seed plays the same decisions, whatever the branches cost (e.g. more re-deals)
+    with torch.random.fork_rng(), torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        torch.manual_seed(seed)
         for i in range(steps):
             td = actor(td)
             keep = td["branch_mask"].any(-1)
@@ -66,7 +69,10 @@ def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables
 
 def branch_options(a: argparse.Namespace) -> dict[str, Any]:
     """``env.branch`` of the commands that branch every eligible decision (--kinds, --under-riichi)."""
-    return {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
+    branch = {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
+    if a.redeals > 1:  # only then: batches kept before the option existed keep their key
+        branch.update(redeals=a.redeals, tables=max(256, 4 * a.redeals))
+    return branch
 
 
 def kept_decisions(actor: torch.nn.Module, start: Path, branch: dict[str, Any], *, tables: int, steps: int, seed: int,
@@ -129,6 +135,8 @@ def add_decision_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tables", type=int, default=64)
     p.add_argument("--steps", type=int, default=256, help="env steps the start plays (default 256)")
     p.add_argument("--seed", type=int, default=0, help="session seed of the walls")
+    p.add_argument("--redeals", type=int, default=1,
+                   help="value each candidate as the mean over this many re-deals of the unseen tiles (env.branch.redeals)")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--decisions", type=Path, default=None,
                    help="keep the branched decisions in this file: read back when it was written for the same "
@@ -136,8 +144,8 @@ def add_decision_args(p: argparse.ArgumentParser) -> None:
 
 
 def decision_args_error(a: argparse.Namespace) -> str | None:
-    if min(a.tables, a.steps, a.torch_threads) < 1 or a.seed < 0:
-        return "--tables, --steps and --torch-threads must be >= 1 and --seed >= 0"
+    if min(a.tables, a.steps, a.torch_threads, a.redeals) < 1 or a.seed < 0:
+        return "--tables, --steps, --redeals and --torch-threads must be >= 1 and --seed >= 0"
     return None
 
 
