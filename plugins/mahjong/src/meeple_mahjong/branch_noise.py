@@ -5,7 +5,9 @@ The policy plays ``--steps`` decisions on ``--tables`` tables against three rule
 eligible decision branched (``env.branch``, prob 1, 4 candidates); then the gradient of the
 all-action surrogate (`meeple_mahjong.branch_ppo.branch_surrogate`, at the collecting policy) on the
 actor's weights is taken on two disjoint random halves of those decisions, at several sizes
-(`meeple.phases.diagnostics.gradient_agreement`). Their cosine is n / (n + n0): n0 is the number of
+(`meeple.phases.diagnostics.gradient_agreement`), drawn from two halves of the tables (``--split
+tables``, the default: two decisions of one hand share its wall and outcome, and would agree
+through that luck if they sat on both sides). Their cosine is n / (n + n0): n0 is the number of
 branched decisions at which an update's signal equals its noise. A run that branches B decisions
 a rollout and sees them ``ppo_epochs`` times takes steps whose direction is mostly noise while B is
 well below n0, and the random walk `meeple_mahjong.policy_drift` measures is what that looks like.

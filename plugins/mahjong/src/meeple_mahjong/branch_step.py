@@ -1,15 +1,19 @@
 """One large policy-improvement step from branched action values:
-python -m meeple_mahjong.branch_step --policy RUN_OR_PT --out NEW.pt [--kinds call] [--steps 1536].
+python -m meeple_mahjong.branch_step --policy RUN_OR_PT (--out NEW.pt | --line L ...) [--kinds call].
 
-`meeple_mahjong.branch_noise` measured the branch term's gradient noise: its signal equals its
-noise at n0 ~ 13,000 branched calls, and a PPO minibatch holds ~60 of them, so phase1_branch's
-1,440 steps a run walk at random (`meeple_mahjong.policy_drift`). This command takes the other
-road: the start policy plays ``--steps`` decisions on ``--tables`` tables against three rule bots
-with every eligible decision branched (``env.branch``, prob 1, 4 candidates, values of the start
-policy), so that one batch holds several n0; then ``--updates`` full-batch Adam steps of the
-all-action clipped surrogate (`meeple_mahjong.branch_ppo.branch_surrogate`) plus ``--kl-coef`` times
-KL(start || new) over all legal actions of those decisions move the actor, and the result is saved
-as a checkpoint that `meeple_mahjong.duplicate` can seat.
+PPO on branched values (phase1_branch) takes 1,440 small steps a run, each on ~60 branched
+decisions, and its changes walk at random (`meeple_mahjong.policy_drift`). This command takes the
+other road: the start policy plays ``--steps`` decisions on ``--tables`` tables against three rule
+bots with every eligible decision branched (``env.branch``, prob 1, 4 candidates, values of the
+start policy; `meeple_mahjong.branch_noise.start_decisions`), and a few steps on that one batch
+move the actor: ``--updates`` steps of the all-action clipped surrogate
+(`meeple_mahjong.branch_ppo.branch_surrogate`) plus ``--kl-coef`` times KL(start || new) over all
+legal actions, by full-batch Adam, fixed-length steps along the full-batch gradient
+(``normalized``) or epochs of Adam over minibatches (``epochs``: PPO's own update). The result is
+a checkpoint that `meeple_mahjong.duplicate` can seat. ``--line`` instead prices the start moved
+along its own full-batch gradient at several lengths (no checkpoint). What it measured on the
+phase-1 gate (docs/rl_diagnostics.md, section s): nothing gains held out at the calls; at all
+decisions the sampled policy gains ~0.0004 a decision, the greedy one nothing.
 
 The tables are split in two: the decisions of a ``--held-out`` share of them (other walls) never
 train, and after every update they price it, with the start policy's branched values:
