@@ -292,20 +292,12 @@ def test_phase1_branch_trains_from_the_clone_on_branched_values(mahjong_runs, ti
 
 
 def _branched_batch(actor, tables=8, steps=10):
-    """Decisions of ``actor`` (sampled) in the env with every eligible decision branched."""
-    from meeple.nets.policy_fn import logits_fn
+    """Decisions of ``actor`` (sampled) with every eligible decision branched, and some candidate
+    ending its hand otherwise than the rest."""
+    from meeple_mahjong.branch_noise import branched_decisions
 
-    env = MahjongEnv(tables, branch={"prob": 1.0, "candidates": 4, "tables": 64})
-    env.set_branch_policy(logits_fn(actor))
-    env.set_seed(11)
-    td, rows = env.reset(), []
-    with torch.no_grad():
-        for _ in range(steps):
-            td = actor(td)
-            rows.append(td.select("observation", "action_mask", "branch_value", "branch_mask", "branch_prior").clone())
-            td = step_mdp(env.step(td))
-    batch = torch.cat(rows)
-    return batch[batch["branch_mask"].any(-1) & (batch["branch_value"].abs().amax(-1) > 0)]
+    batch = branched_decisions(actor, {"candidates": 4, "tables": 64}, tables=tables, steps=steps, seed=11)
+    return batch[batch["branch_value"].abs().amax(-1) > 0]
 
 
 @pytest.mark.parametrize("broken", [False, True])

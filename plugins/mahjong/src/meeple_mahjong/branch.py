@@ -227,6 +227,17 @@ class BranchValues:
         return value.masked_fill(~used, float("nan")).view(n // R, R, K).mean(1)
 
 
+def candidate_probs(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[N, A]: the policy of ``logits`` (masked or log-probabilities) renormalised over each row's
+    candidates ``mask``, 0 elsewhere."""
+    return logits.clamp_min(-1e9).masked_fill(~mask, float("-inf")).softmax(-1).nan_to_num(0.0)
+
+
+def candidate_advantages(value: torch.Tensor, mask: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    """[N, A]: each candidate's value less the candidates' mean under ``prior``, 0 elsewhere."""
+    return (value - (prior * value).sum(-1, keepdim=True)).masked_fill(~mask, 0.0)
+
+
 def branch_keys(
     values_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     logits: torch.Tensor,
@@ -251,6 +262,5 @@ def branch_keys(
         c = cand[ok]
         value[r, c] = q[ok]
         mask[r, c] = True
-        lp = logits[rows].masked_fill(~mask[rows], float("-inf")).log_softmax(-1)
-        prior[rows] = lp.exp().nan_to_num(0.0)
+        prior[rows] = candidate_probs(logits[rows], mask[rows])
     return {"branch_value": value, "branch_mask": mask, "branch_prior": prior}

@@ -71,10 +71,8 @@ def branched_decisions(actor: torch.nn.Module, branch: dict[str, Any], *, tables
 
 def branch_options(a: argparse.Namespace) -> dict[str, Any]:
     """``env.branch`` of the commands that branch every eligible decision (--kinds, --under-riichi)."""
-    branch = {"candidates": 4, "tables": 256, "kinds": a.kinds, "under_riichi": a.under_riichi, "continuation": "sample"}
-    if a.redeals > 1:  # only then: batches kept before the option existed keep their key
-        branch.update(redeals=a.redeals, tables=max(256, 4 * a.redeals))
-    return branch
+    return {"candidates": 4, "tables": max(256, 4 * a.redeals), "kinds": a.kinds, "under_riichi": a.under_riichi,
+            "continuation": "sample", "redeals": a.redeals}  # fmt: skip
 
 
 def kept_decisions(actor: torch.nn.Module, start: Path, branch: dict[str, Any], *, tables: int, steps: int, seed: int,

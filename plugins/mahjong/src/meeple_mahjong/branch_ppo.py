@@ -30,6 +30,8 @@ from meeple.errors import ConfigError
 from meeple.nets.policy_fn import logits_fn
 from meeple.phases.ppo.module import PPOModule
 
+from .branch import candidate_advantages, candidate_probs
+
 _ADV_FLOOR = 0.05  # reward units (500 points): a minibatch of near-ties is not blown up to unit spread
 
 
@@ -37,10 +39,8 @@ def branch_surrogate(logits: torch.Tensor, value: torch.Tensor, mask: torch.Tens
                      clip_epsilon: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:  # fmt: skip
     """L_branch of the module doc over branched rows ([N, A] each; ``mask``: the candidates) and
     its diagnostics."""
-    log_pc = logits.clamp_min(-1e9).masked_fill(~mask, float("-inf")).log_softmax(-1)
-    pc = log_pc.exp().nan_to_num(0.0)
-    baseline = (prior * value).sum(-1, keepdim=True)
-    adv = (value - baseline).masked_fill(~mask, 0.0)
+    pc = candidate_probs(logits, mask)
+    adv = candidate_advantages(value, mask, prior)
     spread = adv[mask].std() if mask.sum() > 1 else torch.tensor(1.0)
     adv_n = adv / spread.clamp_min(_ADV_FLOOR)
     ratio = torch.where(mask, pc / prior.clamp_min(1e-8), torch.ones_like(pc))
@@ -87,7 +87,7 @@ class BranchPPOModule(PPOModule):
             return metrics
         value = rollout["branch_value"].reshape(mask.shape)[taken]
         prior = rollout["branch_prior"].reshape(mask.shape)[taken]
-        branch = value.gather(-1, action[taken]).squeeze(-1) - (prior * value).sum(-1)
+        branch = candidate_advantages(value, mask[taken], prior).gather(-1, action[taken]).squeeze(-1)
         gae = rollout["advantage"].reshape(-1)[taken]
         metrics["branch/advantage_taken_std"] = branch.std()
         metrics["branch/gae_std_branched"] = gae.std()

@@ -46,6 +46,7 @@ from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple.phases.diagnostics import kl_rows
 
+from .branch import candidate_advantages, candidate_probs
 from .branch_noise import add_decision_args, decision_args_error, start_decisions
 from .branch_ppo import branch_surrogate
 
@@ -63,22 +64,18 @@ def split_by_table(batch: TensorDict, held_out: float, seed: int) -> tuple[Tenso
 
 
 def _log_probs(actor: torch.nn.Module, batch: TensorDict) -> torch.Tensor:
-    """Log-probabilities [N, A] over the legal actions (-inf elsewhere), chunk by chunk."""
-    out = []
-    for i in range(0, len(batch), _CHUNK):
-        logits = actor.get_dist(batch[i:i + _CHUNK].clone(False)).logits
-        out.append(logits.clamp_min(-1e9).masked_fill(~batch["action_mask"][i:i + _CHUNK], float("-inf"))
-                   .log_softmax(-1))  # fmt: skip
-    return torch.cat(out)
+    """Log-probabilities [N, A] over the legal actions (-inf elsewhere: the actor's masked
+    categorical normalises them), chunk by chunk."""
+    return torch.cat([actor.get_dist(batch[i:i + _CHUNK].clone(False)).logits
+                      for i in range(0, len(batch), _CHUNK)])  # fmt: skip
 
 
 def held_out_value(log_p: torch.Tensor, start_log_p: torch.Tensor, batch: TensorDict) -> dict[str, float]:
     """The held-out prices of the module doc (means over decisions, their standard errors, and
     the share of decisions whose argmax moved) of the policy ``log_p`` against the start's."""
-    mask, value, prior = batch["branch_mask"], batch["branch_value"], batch["branch_prior"]
-    adv = (value - (prior * value).sum(-1, keepdim=True)).masked_fill(~mask, 0.0)
-    pc = log_p.masked_fill(~mask, float("-inf")).softmax(-1).nan_to_num(0.0)
-    gain = ((pc - prior) * adv).sum(-1)
+    mask, prior = batch["branch_mask"], batch["branch_prior"]
+    adv = candidate_advantages(batch["branch_value"], mask, prior)
+    gain = ((candidate_probs(log_p, mask) - prior) * adv).sum(-1)
     new, old = log_p.argmax(-1), start_log_p.argmax(-1)
     # An argmax outside the candidates has no branched value: priced as the start's choice (0).
     valid = mask.gather(-1, new[:, None]).squeeze(-1) & mask.gather(-1, old[:, None]).squeeze(-1)
@@ -105,10 +102,9 @@ def _gradient(actor: torch.nn.Module, train: TensorDict, start_train: torch.Tens
         for i in range(0, len(train), _CHUNK):
             b = train[i:i + _CHUNK]
             w = len(b) / len(train)  # the chunks' mean is the full batch's mean
-            logits = actor.get_dist(b.clone(False)).logits
-            loss, _ = branch_surrogate(logits, b["branch_value"], b["branch_mask"], b["branch_prior"], clip)
+            log_p = actor.get_dist(b.clone(False)).logits  # normalised over the legal actions
+            loss, _ = branch_surrogate(log_p, b["branch_value"], b["branch_mask"], b["branch_prior"], clip)
             if kl_coef > 0:
-                log_p = logits.clamp_min(-1e9).masked_fill(~b["action_mask"], float("-inf")).log_softmax(-1)
                 loss = loss + kl_coef * kl_rows(start_train[i:i + _CHUNK], log_p).mean()
             (w * loss).backward()
             total += w * float(loss.detach())
