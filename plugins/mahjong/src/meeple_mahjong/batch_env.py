@@ -133,6 +133,7 @@ class MahjongEnv(EnvBase):
         opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
         opponent_checkpoints: Mapping[str, Any] | None = None,
         branch: Mapping[str, Any] | None = None,
+        guide: str | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         learner_seats = [int(s) for s in learner_seats]
@@ -168,6 +169,11 @@ class MahjongEnv(EnvBase):
                     rules=rules, threads=threads, score_scale=score_scale, rank_reward=rank_reward,
                     oracle=oracle, hand_reward=hand_reward, device=device)  # fmt: skip
         self.learner_seats = learner_seats
+        if guide is not None:
+            if guide not in BOTS:
+                raise ConfigError(f"env.guide={guide!r}; accepted: null or a built-in bot, one of {list(BOTS)}")
+            self.guide = guide
+            self._red_fives = bool(rules.get("red_fives", True))
         if branch is not None:
             if net_players:
                 raise ConfigError("env.branch with network opponents: branches are played with bots only; "
@@ -178,7 +184,23 @@ class MahjongEnv(EnvBase):
             self._branch_options = BranchOptions.parse(branch)
             self._branch = BranchValues(self._branch_options, self._rules, self._sim_args)
             self._branch_gen = torch.Generator().manual_seed(0)
-            self.observation_spec = observation_spec(num_envs, oracle=oracle, branch=True, device=self.device)
+        self.observation_spec = observation_spec(num_envs, oracle=oracle, branch=branch is not None,
+                                                 guide=guide is not None, device=self.device)  # fmt: skip
+
+    # -- the guide's choices (env.guide, meeple_mahjong.guide_ppo) --
+    guide: str | None = None
+
+    def _guide_actions(self, mask: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        """``guide_action`` per slot: the action index the guide bot would take in the slot's seat
+        now, where the slot has a choice (two or more legal actions); -1 elsewhere."""
+        out = torch.full((len(mask),), -1, dtype=torch.int64)
+        rows = (active.reshape(-1) & (mask.sum(-1) >= 2)).nonzero().squeeze(-1).tolist()
+        seats = self._col_seat[self._learner_cols].reshape(-1).tolist()
+        L = self._learner_cols.shape[1]
+        for r in rows:
+            action = _mj.bot_action(self.sim.game(r // L), seats[r], self.guide, 0)
+            out[r] = _mj.action_index(action, self._red_fives)
+        return out
 
     # -- branched rollouts (env.branch, meeple_mahjong.branch) --
     _branch: BranchValues | None = None
@@ -358,6 +380,8 @@ class MahjongEnv(EnvBase):
             td["oracle"] = buf["oracle"]
         if self._branch is not None:
             td.update(self._branch_rows(buf))
+        if self.guide is not None:
+            td["guide_action"] = self._guide_actions(td["action_mask"], td["active"])
         return TensorDict(td, batch_size=self.batch_size, device=self.device)
 
     def _play_networks(self, buf: dict[str, torch.Tensor], out: dict[str, Any]):

@@ -28,6 +28,7 @@ ENV_OPTIONS = (
     "opponent_checkpoints",
     "league",
     "branch",
+    "guide",
 )
 
 
@@ -47,9 +48,10 @@ class MahjongBackend:
         options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
         if not options.pop("league", False):
             return MahjongEnv(num_envs, device=device, **options)
-        if options.pop("branch", None) is not None:
-            raise ConfigError("env.branch with env.league=true: branches are played against bots; accepted: "
-                              "env.branch=null in a league")
+        for key in ("branch", "guide"):
+            if options.pop(key, None) is not None:
+                raise ConfigError(f"env.{key} with env.league=true: a league has no {key}; accepted: "
+                                  f"env.{key}=null in a league")
         # The league seats its networks per game (LeagueEnv.set_league): `opponents` is unused.
         options.pop("opponents", None)
         if options.pop("opponent_checkpoints", None):

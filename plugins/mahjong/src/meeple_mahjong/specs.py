@@ -63,9 +63,11 @@ def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
     return 1 if env_cfg.get("league") else len(env_cfg.get("learner_seats", (0,)))
 
 
-def observation_spec(n: int, *, oracle: bool, branch: bool = False, device: str | torch.device = "cpu") -> Composite:
-    """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them, and
-    the branched action values with ``env.branch``: meeple_mahjong.branch)."""
+def observation_spec(n: int, *, oracle: bool, branch: bool = False, guide: bool = False,
+                     device: str | torch.device = "cpu") -> Composite:  # fmt: skip
+    """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them, the
+    branched action values with ``env.branch`` (meeple_mahjong.branch) and the guide bot's choice
+    with ``env.guide`` (meeple_mahjong.guide_ppo))."""
     obs = {
         "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
         "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
@@ -80,6 +82,8 @@ def observation_spec(n: int, *, oracle: bool, branch: bool = False, device: str 
         obs["branch_value"] = Unbounded((n, NUM_ACTIONS), dtype=torch.float32)
         obs["branch_mask"] = Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool)
         obs["branch_prior"] = Unbounded((n, NUM_ACTIONS), dtype=torch.float32)
+    if guide:
+        obs["guide_action"] = Unbounded((n,), dtype=torch.int64)
     return Composite(obs, shape=(n,), device=device)
 
 
