@@ -49,10 +49,11 @@ def test_compose_and_instantiate(compose, experiment, hardware, in_tmp):
             return
         assert all(phase_kind(s.cfg.phase.name).distributed for s in plan.stages), experiment
     plan = plan_run(cfg)
-    # phase2 (and phase2_rl) start at the teacher and phase1_rl (and phase1_branch) at its PPO stage (phase 1's gate comes from a
+    # phase2 (and phase2_rl) start at the teacher and phase1_rl (and phase1_branch, phase1_guide) at its PPO stage (phase 1's gate comes from a
     # phase1 run), phase3 at its league
     # (phase 2's student from a phase2 run); mahjong_pipeline runs all four stages
-    start = {"phase1_rl": 1, "phase1_branch": 1, "phase2": 1, "phase2_rl": 1, "phase3": 3}.get(experiment, 0)
+    start = {"phase1_rl": 1, "phase1_branch": 1, "phase1_guide": 1, "phase2": 1, "phase2_rl": 1,
+             "phase3": 3}.get(experiment, 0)
     assert plan.stages and plan.start == start and plan.stop == len(plan.stages) - 1
     # A recipe that extends another holds its stages unchanged: compare them, build only the new ones
     # (each mahjong stage builds its simulators and networks; on GPU profiles those are large).

@@ -117,6 +117,22 @@ def test_loss_is_scalar_and_moves_the_collector_policy(shared):
     assert any(not torch.equal(b, p) for b, p in zip(before, module.policy.parameters()))
 
 
+def test_surrogate_coef_weighs_the_clipped_surrogate_and_refuses_a_negative_weight():
+    from meeple.errors import ConfigError
+
+    torch.manual_seed(0)
+    batch = make_module().compute_advantages(rollout_batch())
+    torch.manual_seed(0)
+    full = make_module()
+    torch.manual_seed(0)
+    half = make_module(surrogate_coef=0.5)
+    (t1, _), (t2, _) = full.loss_terms(batch.clone()), half.loss_terms(batch.clone())
+    assert float(t1["objective"]) != 0 and float(t2["objective"]) == pytest.approx(0.5 * float(t1["objective"]))
+    assert float(t2["critic"]) == pytest.approx(float(t1["critic"]))  # the other terms keep their weights
+    with pytest.raises(ConfigError, match=r"phase.module.surrogate_coef=-1.0; accepted: a float >= 0"):
+        make_module(surrogate_coef=-1.0)
+
+
 def test_shared_model_has_one_trunk():
     actor, critic = build_actor_critic(OBS, ACT, shared=True, hidden=[8, 8], activation="relu")
     actor_ids = {id(p) for p in actor.parameters()}

@@ -58,13 +58,11 @@ def branch_surrogate(logits: torch.Tensor, value: torch.Tensor, mask: torch.Tens
 
 
 class BranchPPOModule(PPOModule):
-    def __init__(self, *args: Any, branch_coef: float = 1.0, surrogate_coef: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if branch_coef < 0 or surrogate_coef < 0:
-            raise ConfigError(f"phase.module: branch_coef={branch_coef}, surrogate_coef={surrogate_coef}; "
-                              "accepted: both >= 0")
+    def __init__(self, *args: Any, branch_coef: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # surrogate_coef: PPOModule's
+        if branch_coef < 0:
+            raise ConfigError(f"phase.module.branch_coef={branch_coef}; accepted: a float >= 0")
         self.branch_coef = branch_coef
-        self.surrogate_coef = surrogate_coef
         self.clip_epsilon = float(self.loss_module.clip_epsilon)
 
     def prepare_env(self, env: Any) -> None:
@@ -94,11 +92,6 @@ class BranchPPOModule(PPOModule):
         if branch.std() > 0 and gae.std() > 0:
             metrics["branch/gae_corr"] = torch.corrcoef(torch.stack([gae, branch]))[0, 1]
         return metrics
-
-    def loss_terms(self, batch: TensorDictBase) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        terms, metrics = super().loss_terms(batch)
-        terms["objective"] = self.surrogate_coef * terms["objective"]
-        return terms, metrics
 
     def policy_terms(self, batch: TensorDictBase, policy: Callable,
                      metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:  # fmt: skip

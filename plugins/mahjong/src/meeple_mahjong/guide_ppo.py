@@ -40,23 +40,16 @@ def guide_loss(log_probs: torch.Tensor, guide: torch.Tensor) -> tuple[torch.Tens
 
 
 class GuidePPOModule(PPOModule):
-    def __init__(self, *args: Any, guide_coef: float = 1.0, surrogate_coef: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if guide_coef < 0 or surrogate_coef < 0:
-            raise ConfigError(f"phase.module: guide_coef={guide_coef}, surrogate_coef={surrogate_coef}; "
-                              "accepted: both >= 0")
+    def __init__(self, *args: Any, guide_coef: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # surrogate_coef: PPOModule's
+        if guide_coef < 0:
+            raise ConfigError(f"phase.module.guide_coef={guide_coef}; accepted: a float >= 0")
         self.guide_coef = float(guide_coef)
-        self.surrogate_coef = float(surrogate_coef)
 
     def prepare_env(self, env: Any) -> None:
         if getattr(env, "guide", None) is None:
             raise ConfigError("phase.module=GuidePPOModule needs the env's guide; accepted: env=mahjong with "
                               "env.guide: rule")
-
-    def loss_terms(self, batch: TensorDictBase) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        terms, metrics = super().loss_terms(batch)
-        terms["objective"] = self.surrogate_coef * terms["objective"]
-        return terms, metrics
 
     def policy_terms(self, batch: TensorDictBase, policy: Callable,
                      metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:  # fmt: skip

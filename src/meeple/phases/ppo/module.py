@@ -5,6 +5,8 @@ optimisation schedule and what is logged. Data arrives from
 :class:`meeple.phases.ppo.data.RolloutDataModule`, which calls :meth:`compute_advantages`
 (handed to it by ``build_ppo``) once per rollout and then hands the whole rollout to one
 ``training_step`` (its minibatch loop runs here, one optimiser step per minibatch).
+``surrogate_coef`` weighs the clipped surrogate (0: the policy moves only by the terms a subclass
+adds, e.g. branched values or a guide, and the KL anchor).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tensordict import TensorDictBase
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
+from meeple.errors import ConfigError
 from meeple.phases.aux import AuxTarget, auxiliary_loss
 from meeple.phases.base import RolloutModule
 from meeple.phases.diagnostics import (
@@ -55,8 +58,12 @@ class PPOModule(RolloutModule):
         lr_groups: Mapping[str, LRGroup] | None = None,
         critic_warmup_rollouts: int = 0,
         aux: Mapping[str, AuxTarget] | None = None,
+        surrogate_coef: float = 1.0,
     ) -> None:
         super().__init__(max_grad_norm=max_grad_norm)
+        if surrogate_coef < 0:
+            raise ConfigError(f"phase.module.surrogate_coef={surrogate_coef}; accepted: a float >= 0")
+        self.surrogate_coef = float(surrogate_coef)
         self.diagnostics_every = diagnostics_every  # rollouts between gradient splits; 0: off
         self._probe_due = False
         self._fresh: dict[str, torch.Tensor] = {}  # measured on the rollout before training on it
@@ -164,7 +171,7 @@ class PPOModule(RolloutModule):
         """The loss as named terms (``objective``: the clipped surrogate, ``critic``, ``entropy``,
         ``extra``: :meth:`extra_terms`; their sum is minimised) and the minibatch's metrics."""
         losses = self.loss_module(batch)
-        terms = {"objective": losses["loss_objective"], "critic": losses["loss_critic"]}
+        terms = {"objective": self.surrogate_coef * losses["loss_objective"], "critic": losses["loss_critic"]}
         if "loss_entropy" in losses.keys():
             terms["entropy"] = losses["loss_entropy"]
         metrics = {}
