@@ -11,6 +11,8 @@ import torch
 from meeple_mahjong import change_probe as cp
 from meeple_native import mahjong as mj
 
+PASS = mj.PASS_ACTION  # the pass action's index
+
 NA = mj.NUM_ACTIONS
 WINS = torch.tensor(list(cp.ACTION_KINDS["win"]))
 
@@ -32,7 +34,7 @@ def efficient(obs, mask):
         shanten[turn] = torch.from_numpy(sh).view(-1, 34).float().masked_fill(~held, 99.0)
     logits = -1000.0 * torch.arange(NA, dtype=torch.float32).expand(len(obs), -1).clone()
     logits[:, :34] -= 1e5 * shanten
-    logits[:, cp._PASS] = 1e5
+    logits[:, PASS] = 1e5
     logits[:, WINS] = 1e6
     return logits.masked_fill(~mask, float("-inf"))
 
@@ -52,8 +54,8 @@ def never_wins(obs, mask):
 def test_change_kinds():
     assert cp.change_kind(3, 20) == "discard"
     assert cp.change_kind(3, 37 + 3) == "riichi" and cp.change_kind(40, 50) == "riichi"
-    assert cp.change_kind(80, cp._PASS) == "call" and cp.change_kind(74, 80) == "call"
-    assert cp.change_kind(152, cp._PASS) == "win" and cp.change_kind(5, 151) == "win"
+    assert cp.change_kind(80, PASS) == "call" and cp.change_kind(74, 80) == "call"
+    assert cp.change_kind(152, PASS) == "win" and cp.change_kind(5, 151) == "win"
     assert cp.change_kind(154, 5) == "other"
     # every action index has exactly one kind
     assert sorted(i for r in cp.ACTION_KINDS.values() for i in r) == list(range(NA))

@@ -190,12 +190,12 @@ class MahjongEnv(EnvBase):
     # -- the guide's choices (env.guide, meeple_mahjong.guide_ppo) --
     guide: str | None = None
 
-    def _guide_actions(self, mask: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        """``guide_action`` per slot: the action index the guide bot would take in the slot's seat
-        now, where the slot has a choice (two or more legal actions); -1 elsewhere."""
+    def _guide_actions(self, mask: torch.Tensor, active: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
+        """``guide_action`` per slot: the action index the guide bot would take in the slot's
+        ``seat`` now, where the slot has a choice (two or more legal actions); -1 elsewhere."""
         out = torch.full((len(mask),), -1, dtype=torch.int64)
         rows = (active.reshape(-1) & (mask.sum(-1) >= 2)).nonzero().squeeze(-1).tolist()
-        seats = self._col_seat[self._learner_cols].reshape(-1).tolist()
+        seats = seat.reshape(-1).tolist()
         L = self._learner_cols.shape[1]
         for r in rows:
             action = _mj.bot_action(self.sim.game(r // L), seats[r], self.guide, 0)
@@ -381,7 +381,7 @@ class MahjongEnv(EnvBase):
         if self._branch is not None:
             td.update(self._branch_rows(buf))
         if self.guide is not None:
-            td["guide_action"] = self._guide_actions(td["action_mask"], td["active"])
+            td["guide_action"] = self._guide_actions(td["action_mask"], td["active"], td["seat"])
         return TensorDict(td, batch_size=self.batch_size, device=self.device)
 
     def _play_networks(self, buf: dict[str, torch.Tensor], out: dict[str, Any]):

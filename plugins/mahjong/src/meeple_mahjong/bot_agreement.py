@@ -33,9 +33,8 @@ from meeple_native import mahjong as _mj
 
 from .policy import load_policy_actor
 from .probe_tables import ProbeTables
-from .specs import ACTION_KINDS, opponents_in_riichi
+from .specs import opponents_in_riichi, rows_offering
 
-_PASS = ACTION_KINDS["pass"].start
 KINDS = ("call", "riichi", "win", "discard")  # a decision's kind: the first of these it offers
 SORTS = ("under riichi", "shanten raised", "shanten lowered", "fewer advancing tiles",
          "as many advancing tiles", "more advancing tiles")  # fmt: skip
@@ -44,8 +43,7 @@ SORTS = ("under riichi", "shanten raised", "shanten lowered", "fewer advancing t
 def decision_kind(mask: torch.Tensor) -> str:
     """The first of `KINDS` that the legal actions ``mask`` [A] offer ("discard" otherwise)."""
     for kind in KINDS[:-1]:
-        r = ACTION_KINDS[kind]
-        if mask[r.start:r.stop].any():
+        if rows_offering(mask, (kind,)):
             return kind
     return "discard"
 
@@ -89,10 +87,8 @@ def measure(policy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], play: 
     sorts: Counter = Counter()
     with torch.no_grad():
         for step in range(steps):
-            rows = torch.nonzero(play.active.bool()).squeeze(-1)
-            actions = torch.full((len(play.active),), _PASS, dtype=torch.int64)
+            rows, mask, actions = play.deciding()
             if len(rows):
-                mask = play.mask[rows].bool()
                 actions[rows] = policy(play.obs[rows], mask).argmax(-1)
                 riichi = opponents_in_riichi(play.obs[rows]).any(-1)
                 for i in torch.nonzero(mask.sum(-1) > 1).squeeze(-1).tolist():
@@ -105,7 +101,7 @@ def measure(policy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], play: 
                     c["agree"] += mine == choices[0]
                     c["agree_ties"] += mine in choices
                     c["bot_ties"] += len(set(choices)) > 1
-                    if kind == "discard" and not mask[i, ACTION_KINDS["riichi"].start:].any():
+                    if kind == "discard" and not rows_offering(mask[i], ("pass", "other")):
                         sorts["plain_discards"] += 1
                         if mine not in choices:
                             sorts[sort_difference(game, 0, mine, choices[0], bool(riichi[i]))] += 1

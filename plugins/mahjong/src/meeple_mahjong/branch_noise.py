@@ -94,10 +94,15 @@ def kept_decisions(actor: torch.nn.Module, start: Path, branch: dict[str, Any], 
     return batch
 
 
+def trainable(actor: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The actor's weights a step may move (those that require gradients)."""
+    return [p for p in actor.parameters() if p.requires_grad]
+
+
 def branch_gradient(actor: torch.nn.Module, batch: TensorDict, clip: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """``grad(indices)``: the flat gradient of the branch term over those decisions of ``batch`` on
     the actor's trainable weights (zeros for a weight it does not reach)."""
-    params = [p for p in actor.parameters() if p.requires_grad]
+    params = trainable(actor)
 
     def grad(idx: torch.Tensor) -> torch.Tensor:
         b = batch[idx]

@@ -47,7 +47,7 @@ from meeple.jsonio import write_json_atomic
 from meeple.phases.diagnostics import kl_rows
 
 from .branch import candidate_advantages, candidate_probs
-from .branch_noise import add_decision_args, decision_args_error, start_decisions
+from .branch_noise import add_decision_args, decision_args_error, start_decisions, trainable
 from .branch_ppo import branch_surrogate
 
 _CHUNK = 4096  # decisions per forward pass: a full-batch gradient is accumulated over chunks
@@ -130,10 +130,6 @@ class _Pricer:
         return row
 
 
-def _trainable(actor: torch.nn.Module) -> list[torch.nn.Parameter]:
-    return [p for p in actor.parameters() if p.requires_grad]
-
-
 def improve(actor: torch.nn.Module, train: TensorDict, test: TensorDict, *, updates: int, lr: float, kl_coef: float,
             clip: float, optimizer: str = "adam", minibatch: int = 256, seed: int = 0,
             on_update=None) -> list[dict[str, float]]:  # fmt: skip
@@ -147,7 +143,7 @@ def improve(actor: torch.nn.Module, train: TensorDict, test: TensorDict, *, upda
     shuffled minibatches of ``minibatch`` decisions: PPO's own update, on one batch of many n0)."""
     if optimizer not in OPTIMIZERS:
         raise MeepleError(f"optimizer={optimizer!r}; accepted: one of {list(OPTIMIZERS)}")
-    params = _trainable(actor)
+    params = trainable(actor)
     opt = torch.optim.Adam(params, lr=lr) if optimizer == "adam" else torch.optim.SGD(params, lr=lr)
     price = _Pricer(actor, train, test)
     rows: list[dict[str, float]] = []
@@ -186,7 +182,7 @@ def line_search(actor: torch.nn.Module, train: TensorDict, test: TensorDict, len
     full-batch branch gradient on ``train``, for each length (row 0: the start; the actor is the
     start again afterwards). Where the held-out gain stays at or below 0 while the training gain
     grows, that gradient is the training walls' noise, whatever the step size."""
-    params = _trainable(actor)
+    params = trainable(actor)
     start = [p.detach().clone() for p in params]
     price = _Pricer(actor, train, test)
     for p in params:

@@ -48,7 +48,6 @@ from .probe_tables import ProbeTables
 from .specs import ACTION_KINDS, opponents_in_riichi
 
 KINDS = ("discard", "riichi", "call", "win", "other")  # of a change
-_PASS = ACTION_KINDS["pass"].start
 
 
 def change_kind(a: int, b: int) -> str:
@@ -82,7 +81,7 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
     ``decisions`` decisions on ``tables`` tables and measures every change against ``reference``
     (module doc). ``policy``/``reference``: logits fns (obs, mask) -> masked logits."""
     play = ProbeTables(tables, seed, threads=threads)
-    obs, mask, active = play.obs, play.mask, play.active
+    obs = play.obs
     options = BranchOptions(prob=1.0, candidates=2, tables=branch_tables, max_steps=64, continuation="greedy")
     branch = BranchValues(options, play.rules, play.sim_args, seed=seed)
     branch.set_policy(reference)
@@ -90,10 +89,8 @@ def probe(policy, reference, *, tables: int, decisions: int, seed: int, threads:
     under_riichi: list[float] = []  # the changes (any kind) made while an opponent is in riichi
     seen = choices = 0
     while seen < decisions:
-        rows = torch.nonzero(active.bool()).squeeze(-1)
-        actions = torch.full((tables,), _PASS, dtype=torch.int64)
+        rows, m, actions = play.deciding()
         if len(rows):
-            m = mask[rows].bool()
             lp, lr = policy(obs[rows], m), reference(obs[rows], m)
             ap, ar = lp.argmax(-1), lr.argmax(-1)
             seen += len(rows)

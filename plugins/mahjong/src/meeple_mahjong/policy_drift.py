@@ -31,9 +31,8 @@ from meeple.phases.diagnostics import policy_drift
 
 from .policy import load_policy_actor
 from .probe_tables import ProbeTables
-from .specs import ACTION_KINDS, opponents_in_riichi, rows_offering
+from .specs import opponents_in_riichi, rows_offering
 
-_PASS = ACTION_KINDS["pass"].start
 GROUPS = ("call", "riichi", "discard")  # a decision offering a call; else offering riichi; else the rest
 
 
@@ -41,13 +40,11 @@ def decisions(policy, *, states: int, tables: int, seed: int) -> tuple[torch.Ten
     """``(obs, mask)`` of the first ``states`` decisions with two or more legal actions that
     ``policy`` (a logits fn, greedy) meets in seat 0 against three rule bots, walls of ``seed``."""
     play = ProbeTables(tables, seed)
-    obs, mask, active = play.obs, play.mask, play.active
+    obs = play.obs
     kept_obs, kept_mask, kept = [], [], 0
     while kept < states:
-        rows = torch.nonzero(active.bool()).squeeze(-1)
-        actions = torch.full((tables,), _PASS, dtype=torch.int64)
+        rows, m, actions = play.deciding()
         if len(rows):
-            m = mask[rows].bool()
             actions[rows] = policy(obs[rows], m).argmax(-1)
             choice = m.sum(-1) > 1
             kept_obs.append(obs[rows][choice].clone())

@@ -11,7 +11,9 @@ import torch
 
 from meeple_native import mahjong as _mj
 
-from .specs import NUM_ACTIONS, PLANES, WIDTH
+from .specs import ACTION_KINDS, NUM_ACTIONS, PLANES, WIDTH
+
+_PASS = ACTION_KINDS["pass"].start
 
 # seat 0 learns, every other seat is a rule bot; rewards in units of 10,000 points, no rank term
 VS_RULE_BOTS = {"learner_seats": [0], "bots": ["rule"] * 4, "score_scale": 1e-4, "rank_reward": [0.0] * 4}
@@ -32,6 +34,12 @@ class ProbeTables:
         self._out = {k: getattr(self, k).numpy() for k in ("obs", "mask", "active", "done")}
         self.sim.reset(None, **self._out)
         self._hands_before = 0
+
+    def deciding(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows, mask, actions)``: the tables with a decision now, their legal actions (bool),
+        and an action per table to fill at those rows before `step` (pass everywhere)."""
+        rows = torch.nonzero(self.active.bool()).squeeze(-1)
+        return rows, self.mask[rows].bool(), torch.full((len(self.active),), _PASS, dtype=torch.int64)
 
     def step(self, actions: torch.Tensor) -> None:
         """Plays ``actions`` [tables] (read at the active tables) and starts a new game at every
