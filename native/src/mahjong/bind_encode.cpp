@@ -1,8 +1,11 @@
 // Python bindings of the observation encoders (docs/mahjong_encoding.md).
 #include <nanobind/ndarray.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "actions.hpp"
 #include "bind_parts.hpp"
@@ -100,6 +103,50 @@ void register_encode(nb::module_& m) {
         },
         "game"_a, "seat"_a, "out"_a = nb::none(),
         "Oracle (hidden information) planes of `seat`: (205, 34) float32, as encode_public.");
+  m.attr("LOOKAHEAD_PLANES") = kLookaheadPlanes;
+  m.def("encode_lookahead",
+        [](nb::handle obs, int threads) {
+          if (threads < 1) throw nb::value_error(("encode_lookahead: threads must be >= 1, got " + std::to_string(threads)).c_str());
+          const std::string want = "encode_lookahead: expected a CPU array (numpy or torch) of public planes, "
+                                   "shape (..., 84, 34)";
+          // The input is only read, so a converted copy (another float dtype, a strided view) is fine.
+          nb::ndarray<const float, nb::c_contig, nb::device::cpu> in;
+          if (!nb::try_cast(obs, in, true))
+            throw nb::type_error((want + "; got " + nb::type_name(obs.type()).c_str()).c_str());
+          const size_t nd = in.ndim();
+          if (nd < 2 || in.shape(nd - 1) != kPlaneWidth || in.shape(nd - 2) != static_cast<size_t>(kPublicPlanes)) {
+            std::string shape = "(";
+            for (size_t i = 0; i < nd; ++i) shape += (i ? ", " : "") + std::to_string(in.shape(i));
+            throw nb::value_error((want + "; got shape " + shape + ")").c_str());
+          }
+          size_t rows = 1;
+          std::vector<size_t> dims;
+          for (size_t i = 0; i + 2 < nd; ++i) rows *= in.shape(i), dims.push_back(in.shape(i));
+          dims.push_back(kLookaheadPlanes);
+          dims.push_back(kPlaneWidth);
+          auto* buf = new float[rows * kLookaheadPlanes * kPlaneWidth];
+          nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+          {
+            nb::gil_scoped_release release;
+            const float* src = in.data();
+            auto run = [&](size_t begin, size_t end) {
+              for (size_t r = begin; r < end; ++r)
+                encode_lookahead(src + r * kPublicPlanes * kPlaneWidth, buf + r * kLookaheadPlanes * kPlaneWidth);
+            };
+            // ~60 us a row: a thread is worth spawning per 64 rows or more.
+            const size_t parts = std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(rows / 64, 1));
+            std::vector<std::thread> pool;
+            for (size_t p = 1; p < parts; ++p) pool.emplace_back(run, rows * p / parts, rows * (p + 1) / parts);
+            run(0, rows / parts);
+            for (auto& t : pool) t.join();
+          }
+          return nb::ndarray<nb::numpy, float>(buf, dims.size(), dims.data(), owner);
+        },
+        "public"_a, "threads"_a = 1,
+        "Lookahead planes (..., 5, 34) float32 from public planes (..., 84, 34): per discard kind the shanten\n"
+        "after it, whether it keeps the best shanten, the live advancing tiles after it (the rule bot's\n"
+        "ukeire) absolute and relative to the best; for 3n+1-tile hands the unseen copies of each advancing\n"
+        "kind (docs/mahjong_encoding.md). `threads` > 1 splits a batch over that many threads (GIL released).");
   m.def("bench_encode",
         [](const Game& g, int seat, int64_t n, bool oracle) {
           check_seat(seat, "bench_encode");

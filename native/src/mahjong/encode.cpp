@@ -288,4 +288,57 @@ void encode_oracle(const Game& g, int seat, float* out) {
     for (uint64_t w : opp_waits) danger[k] += (w >> k & 1) ? 1.0f / 3.0f : 0.0f;
 }
 
+void encode_lookahead(const float* pub, float* out) {
+  std::fill(out, out + kLookaheadPlanes * kPlaneWidth, 0.0f);
+  Counts c{};
+  std::array<int, kNumKinds> unseen{};
+  int n = 0;
+  for (int k = 0; k < kNumKinds; ++k) {
+    for (int p = 0; p < 4; ++p) c[k] += pub[(kHand + p) * kPlaneWidth + k] > 0.5f;
+    n += c[k];
+    const int seen = static_cast<int>(pub[kVisible * kPlaneWidth + k] * 4.0f + 0.5f);
+    unseen[k] = std::clamp(4 - seen, 0, 4);
+  }
+  if (n == 0 || n % 3 == 0 || n > 14) return;
+  // Unseen copies of the kinds whose draw lowers the shanten `sh` of `c` (3n+1 tiles).
+  auto advancing = [&](int sh, float* per_kind) {
+    int total = 0;
+    for (int k = 0; k < kNumKinds; ++k) {
+      if (!unseen[k] || c[k] >= 4) continue;
+      ++c[k];
+      if (shanten(c) < sh) {
+        total += unseen[k];
+        if (per_kind) per_kind[k] = unseen[k] / 4.0f;
+      }
+      --c[k];
+    }
+    return total;
+  };
+  if (n % 3 == 1) {
+    advancing(shanten(c), out + 4 * kPlaneWidth);
+    return;
+  }
+  std::array<int, kNumKinds> sh, uke;
+  int best_sh = 99;
+  for (int k = 0; k < kNumKinds; ++k) {
+    if (!c[k]) continue;
+    --c[k];
+    sh[k] = shanten(c);
+    uke[k] = advancing(sh[k], nullptr);
+    ++c[k];
+    best_sh = std::min(best_sh, sh[k]);
+  }
+  int best_uke = 0;
+  for (int k = 0; k < kNumKinds; ++k)
+    if (c[k] && sh[k] == best_sh) best_uke = std::max(best_uke, uke[k]);
+  for (int k = 0; k < kNumKinds; ++k) {
+    if (!c[k]) continue;
+    out[k] = (std::min(sh[k], 6) + 1) / 7.0f;
+    const bool best = sh[k] == best_sh;
+    out[kPlaneWidth + k] = best;
+    out[2 * kPlaneWidth + k] = uke[k] / 40.0f;
+    if (best && best_uke > 0) out[3 * kPlaneWidth + k] = static_cast<float>(uke[k]) / best_uke;
+  }
+}
+
 }  // namespace meeple::mj

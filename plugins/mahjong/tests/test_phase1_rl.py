@@ -28,5 +28,8 @@ def test_ppo_after_cloning_starts_as_the_clone_and_trains_its_new_head_fast(mahj
     assert phase["anneal_lr"] is False and phase["reference_kl"] == {"coef": 0.2, "anneal_fraction": None}
     body, new = latest["optimizer_state_dict"]["param_groups"]  # constant rates
     assert body["lr"] == pytest.approx(1e-4) and new["lr"] == pytest.approx(1e-3)
-    assert len(new["params"]) == 2  # the tile head's weight and bias
+    # the tile head's weight and bias, the lookahead logits' weight and bias, the lookahead stem
+    assert len(new["params"]) == 5
+    looked = [k for k in state if "lookahead_stem" in k and k.startswith("actor.")]
+    assert latest["config"]["model"]["lookahead"] and looked and all(state[k].abs().sum() > 0 for k in looked)
     assert latest["global_step"] == gate["global_step"]  # the gate is the last checkpoint

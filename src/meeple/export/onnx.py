@@ -42,6 +42,11 @@ def require_onnx() -> None:
 def export_onnx(loaded: LoadedPolicy, path: Path, *, opset: int = OPSET) -> None:
     """Trace ``loaded.policy`` and write the ONNX model to ``path`` (batch dimension dynamic)."""
     policy = loaded.policy
+    # A module that knows it cannot be traced (it calls native code) says why in one line.
+    for module in policy.modules():
+        reason = getattr(module, "onnx_export_blocker", None)
+        if reason:
+            raise ExportError(f"{loaded.file}: model {loaded.model_target!r} cannot be exported to ONNX: {reason}")
     # Batch 2: torch.export specialises a dimension seen as 0 or 1 into a constant.
     example = random_inputs(loaded, 2)
     batch = torch.export.Dim("batch")

@@ -6,7 +6,7 @@
 - `wall(session_seed, game, kyoku, honba)`: the deterministic 136-tile wall of one hand
 - `Game`, `Action`: the game state machine (pending seats, legal actions, step, MJAI events)
 - `encode_public` / `encode_oracle`: (84, 34) / (205, 34) float32 observation planes
-  (docs/mahjong_encoding.md); `augment`: suit permutations of games, planes and actions
+  (docs/mahjong_encoding.md); `encode_lookahead`: (..., 5, 34) planes derived from public ones; `augment`: suit permutations of games, planes and actions
 - bots: `bot_names()`, `bot_action(game, seat, bot, seed)`, `play_bots(game, bots, policy_seed)`
   (docs/mahjong_bots.md; 1v3 duplicate evaluation in meeple_mahjong.duplicate)
 - action space: `action_index(action)`, `legal_mask(game, seat)`, `action_from_index(game, seat, i)`
@@ -32,9 +32,11 @@ make_wall = _mj.make_wall
 wall = _mj.wall
 encode_public = _mj.encode_public
 encode_oracle = _mj.encode_oracle
+encode_lookahead = _mj.encode_lookahead
 bench_encode = _mj.bench_encode
 PUBLIC_PLANES: int = _mj.PUBLIC_PLANES
 ORACLE_PLANES: int = _mj.ORACLE_PLANES
+LOOKAHEAD_PLANES: int = _mj.LOOKAHEAD_PLANES
 PLANE_WIDTH: int = _mj.PLANE_WIDTH
 NUM_ACTIONS: int = _mj.NUM_ACTIONS
 bot_names = _mj.bot_names
@@ -54,12 +56,14 @@ __all__ = [
     "legal_mask",
     "NUM_ACTIONS",
     "ORACLE_PLANES",
+    "LOOKAHEAD_PLANES",
     "PLANE_WIDTH",
     "PUBLIC_PLANES",
     "Action",
     "Game",
     "bench_encode",
     "encode_oracle",
+    "encode_lookahead",
     "encode_public",
     "bot_action",
     "bot_names",

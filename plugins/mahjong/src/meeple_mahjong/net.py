@@ -37,12 +37,15 @@ from meeple.nets.actor_critic import (
 )
 from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
+from meeple_native import mahjong as _mj
 
 from .safety import RIICHI_OFFSET, OracleSafetyMask, discard_kinds
 from .specs import WIDTH
 
+LOOKAHEAD_PLANES = _mj.LOOKAHEAD_PLANES  # what lookahead_planes returns per observation
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
 HIDDEN_KEY = "hidden"
+LOOKAHEAD_KEY = "lookahead_planes"  # the trunk's lookahead planes, with model.lookahead
 TILE_KEY = "tile_features"  # the trunk's feature map (channels x 34 kinds), with model.tile_head
 DANGER_KEY = "danger_logits"  # per kind: discarding it now deals in (model.danger_head)
 # Auxiliary outputs (logits) and their widths: what BC's `phase.aux` names as `output`.
@@ -106,6 +109,18 @@ class DangerHead(nn.Module):
         return self.danger(hidden)
 
 
+def lookahead_planes(observation: torch.Tensor) -> torch.Tensor:
+    """``(..., 84, 34) -> (..., 5, 34)``: the lookahead planes of public observations, computed in
+    C++ (:func:`meeple_native.mahjong.encode_lookahead`: per discard kind the shanten after it and
+    its live advancing tiles, the rule bot's ukeire; docs/mahjong_encoding.md), without gradient and
+    on the CPU over torch's thread count (a copy there and back for a GPU tensor), in the
+    observation's dtype and device."""
+    with torch.no_grad():
+        public = observation.detach().to("cpu", torch.float32).contiguous()
+        planes = torch.from_numpy(_mj.encode_lookahead(public, torch.get_num_threads()))
+    return planes.to(observation.device, observation.dtype)
+
+
 class MahjongTrunk(nn.Module):
     """``(..., planes, 34)`` (and the oracle planes when ``oracle_planes`` > 0) -> ``(..., hidden)``."""
 
@@ -123,6 +138,7 @@ class MahjongTrunk(nn.Module):
         oracle_planes: int = 0,
         tile_features: bool = False,
         danger_head: bool = False,
+        lookahead: bool = False,
     ) -> None:
         super().__init__()
         self.tile_features = tile_features  # also return the blocks' feature map
@@ -140,6 +156,17 @@ class MahjongTrunk(nn.Module):
         if oracle_planes:
             self.oracle_stem = nn.Conv1d(oracle_planes, channels, 3, padding=1, bias=False)
             nn.init.zeros_(self.oracle_stem.weight)
+        # The lookahead planes (lookahead_planes) get their own convolution too, also starting at
+        # zero so a network carried from a gate without them starts as that gate. Why they exist:
+        # the clone's discards differ from its rule-bot teacher's mostly where the bot counts the
+        # live tiles each discard leaves (docs/rl_diagnostics.md, sections t and u).
+        self.lookahead_stem = None
+        if lookahead:  # meeple.export reads the blocker
+            self.onnx_export_blocker = ("model.lookahead=true computes its lookahead planes in C++ "
+                                        "(meeple_native.mahjong.encode_lookahead), which ONNX cannot hold; "
+                                        "accepted: a network with model.lookahead=false")
+            self.lookahead_stem = nn.Conv1d(LOOKAHEAD_PLANES, channels, 3, padding=1, bias=False)
+            nn.init.zeros_(self.lookahead_stem.weight)
         self._register_load_state_dict_pre_hook(self._split_wide_stem)
         self.blocks = nn.Sequential(
             *(SEResidualBlock(channels, groups, se_ratio) for _ in range(blocks))
@@ -154,7 +181,11 @@ class MahjongTrunk(nn.Module):
     ) -> torch.Tensor:
         lead = observation.shape[:-2]  # any batch dims in front (collectors, BC batches)
         conv, norm, relu = self.stem
-        x = conv(observation.reshape(-1, *observation.shape[-2:]))
+        flat = observation.reshape(-1, *observation.shape[-2:])
+        x = conv(flat)
+        if self.lookahead_stem is not None:
+            planes = lookahead_planes(flat)
+            x = x + self.lookahead_stem(planes)
         if self.oracle_stem is not None:
             x = x + self.oracle_stem(oracle.reshape(-1, *oracle.shape[-2:]))
         features = self.blocks(relu(norm(x)))
@@ -164,6 +195,8 @@ class MahjongTrunk(nn.Module):
             out.append(features.reshape(*lead, *features.shape[-2:]))
         if self.danger_head is not None:
             out.append(self.danger_head(y))
+        if self.lookahead_stem is not None:
+            out.append(planes.reshape(*lead, *planes.shape[-2:]))
         return tuple(out) if len(out) > 1 else y
 
     def _split_wide_stem(self, state: dict, prefix: str, *args) -> None:
@@ -177,7 +210,8 @@ class MahjongTrunk(nn.Module):
 
 class KindLogits(nn.Module):
     """``(..., channels, 34) -> (..., 155)``: for each tile kind, a discard logit and a
-    riichi-with-discard logit read from that kind's column of the feature map (a 1x1 convolution),
+    riichi-with-discard logit read from that kind's column of per-kind inputs (a 1x1 convolution;
+    the trunk's feature map with ``model.tile_head``, the lookahead planes with ``model.lookahead``),
     placed at the actions that give that kind away (red fives read their kind's column); 0 for
     every other action. Zero at initialisation, so adding it changes no policy until it learns.
 
@@ -294,6 +328,7 @@ def build_mahjong_actor_critic(
     detach_critic: bool = False,
     oracle_critic: int = 0,
     danger_head: bool = False,
+    lookahead: bool = False,
     policy_temperature: float = 1.0,
     with_aux: bool = False,
 ) -> (
@@ -312,6 +347,9 @@ def build_mahjong_actor_critic(
     public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not;
     ``danger_head`` adds a :class:`DangerHead` (writing ``danger_logits``, for `phase.aux`) that
     the policy reads through a :class:`DangerShift` of its discard logits;
+    ``lookahead`` adds the lookahead planes (:func:`lookahead_planes`: what each discard does to
+    the hand, computed from the public planes) to the stem and, through a :class:`KindLogits` of
+    its own, straight to the discard logits; both start at zero;
     ``policy_temperature`` T: the policy is softmax(logits / T) (T < 1: sharper, same argmax).
     """
     shape = observation_shape(observation_spec)
@@ -361,14 +399,17 @@ def build_mahjong_actor_critic(
     sizes = {"channels": channels, "groups": groups, "se_ratio": se_ratio, "neck": neck, "hidden": hidden}
     trunk = TensorDictModule(
         MahjongTrunk(planes, width, blocks=blocks, oracle_planes=oracle_planes, tile_features=tile_head,
-                     danger_head=danger_head, **sizes),  # fmt: skip
+                     danger_head=danger_head, lookahead=lookahead, **sizes),  # fmt: skip
         in_keys,
-        [HIDDEN_KEY, *([TILE_KEY] if tile_head else []), *([DANGER_KEY] if danger_head else [])],
+        [HIDDEN_KEY, *([TILE_KEY] if tile_head else []), *([DANGER_KEY] if danger_head else []),
+         *([LOOKAHEAD_KEY] if lookahead else [])],
     )
     num_actions(action_spec)  # a discrete action spec, or a clear error
     addends = [(KindLogits(channels), TILE_KEY)] if tile_head else []
     if danger_head:
         addends.append((DangerShift(), DANGER_KEY))
+    if lookahead:
+        addends.append((KindLogits(LOOKAHEAD_PLANES), LOOKAHEAD_KEY))
     # one addend keeps its own state-dict keys (addend.*), as checkpoints before Addends have them
     addend = addends[0][0] if len(addends) == 1 else Addends(*(m for m, _ in addends)) if addends else None
     actor, critic = shared_heads(

@@ -90,7 +90,11 @@ class PPOModule(RolloutModule):
             loss_critic_type="l2",
             normalize_advantage=normalize_advantage,
         )
-        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=critic, average_gae=False)
+        # The critic runs on the rollout and its next states as two plain calls, not under vmap:
+        # a network may compute inputs outside torch (the mahjong lookahead planes, in C++), which
+        # vmap's batched tensors cannot reach. Same values either way.
+        self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=critic, average_gae=False,
+                                    deactivate_vmap=True)
 
     @property
     def policy(self) -> torch.nn.Module:
