@@ -1,9 +1,11 @@
 """One metric's curve per run, read from the metrics each checkpoint of a stage records (runs
 with ``tracking=none`` have no MLflow history; keep every rollout's checkpoint with
-``checkpoint.min_interval_s=0 checkpoint.keep=100``):
+``checkpoint.min_interval_s=0 checkpoint.keep=100``), or, given a run directory (its run.json),
+from the MLflow history of its last stage:
 
     python tools/checkpoint_curves.py oracle/dealing_mass F=outputs/runs/<run>/phase1 \\
         G=outputs/runs/<run>/phase1 --smooth 5 --out docs/rl_diagnostics/teacher_dealing_mass.png
+    python tools/checkpoint_curves.py guide/agree LG=outputs/runs/<run> --smooth 5 --out guide.png
 
 Prints each run's values in blocks of ``--smooth`` rollouts and draws the moving means as a PNG.
 """
@@ -30,10 +32,31 @@ def checkpoint_values(stage: Path, key: str) -> list[tuple[int, float]]:
     return sorted(points)
 
 
+def mlflow_values(run: Path, key: str) -> list[tuple[int, float]]:
+    """``(rollout, value)`` of ``key`` in the MLflow history of ``run``'s last stage; the rollout
+    is the stage's ``epoch`` metric (+1) at the latest step not after the value's."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    info = json.loads((run / "run.json").read_text())
+    stages = info.get("stage_mlflow_runs") or {}
+    if not stages:
+        return []
+    client = MlflowClient(info["mlflow_tracking_uri"])
+    stage = stages[max(stages, key=int)]
+    epochs = sorted((m.step, m.value) for m in client.get_metric_history(stage, "epoch"))
+    points = []
+    for m in client.get_metric_history(stage, key):
+        before = [e for s, e in epochs if s <= m.step]
+        points.append((int(before[-1]) + 1 if before else 0, float(m.value)))
+    return sorted(points)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("key", help="a metric the checkpoints record, e.g. oracle/dealing_mass")
-    parser.add_argument("runs", nargs="+", help="LABEL=STAGE_DIR (a run's phase<N> folder)")
+    parser.add_argument("runs", nargs="+", help="LABEL=STAGE_DIR (a run's phase<N> folder) or LABEL=RUN_DIR (MLflow)")
     parser.add_argument("--smooth", type=int, default=5, help="rollouts per block / moving mean")
     parser.add_argument("--out", type=Path, help="PNG to write")
     parser.add_argument("--title")
@@ -41,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     curves = {}
     for spec in args.runs:
         label, _, folder = spec.partition("=")
-        points = checkpoint_values(Path(folder), args.key)
+        source = Path(folder)
+        points = mlflow_values(source, args.key) if (source / "run.json").exists() else checkpoint_values(source, args.key)
         if not points:
             print(f"checkpoint_curves: {folder}: no checkpoint records {args.key!r}", file=sys.stderr)
             return 2
