@@ -91,7 +91,7 @@ class PPOModule(RolloutModule):
             normalize_advantage=normalize_advantage,
         )
         # The critic runs on the rollout and its next states as two plain calls, not under vmap:
-        # a network may compute inputs outside torch (the mahjong lookahead planes, in C++), which
+        # a network may compute inputs outside torch (features a plugin computes in native code), which
         # vmap's batched tensors cannot reach. Same values either way.
         self.advantage_module = GAE(gamma=gamma, lmbda=gae_lambda, value_network=critic, average_gae=False,
                                     deactivate_vmap=True)
