@@ -86,18 +86,6 @@ View make_view(const Game& g, int seat) {
 
 bool is_yakuhai(const View& v, int k) { return k >= kHaku || k == v.seat_wind || k == v.round_wind; }
 
-// Unseen tiles that lower the shanten of `c` (n % 3 == 1 tiles, shanten `sh`).
-int ukeire(Counts& c, int sh, const View& v) {
-  int n = 0;
-  for (int k = 0; k < kNumKinds; ++k) {
-    if (v.unseen[k] <= 0 || c[k] >= 4) continue;
-    ++c[k];
-    if (shanten(c) < sh) n += v.unseen[k];
-    --c[k];
-  }
-  return n;
-}
-
 // How much the hand wants to keep a tile of kind k (lower = discard first): isolated
 // honors, then terminals, then middle tiles; dora and red fives are kept.
 int keep_value(const View& v, int k, bool red) {
@@ -227,7 +215,7 @@ Action rule_action(const Game& g, int seat, SplitMix64& rng, bool fold) {
   auto fill_uke = [&](Cand& cd) {
     if (uke_of[cd.kind] < 0) {
       --c[cd.kind];
-      uke_of[cd.kind] = ukeire(c, cd.sh, v);
+      uke_of[cd.kind] = ukeire(c, cd.sh, v.unseen);
       ++c[cd.kind];
     }
     cd.uke = uke_of[cd.kind];

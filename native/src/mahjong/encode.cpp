@@ -300,22 +300,8 @@ void encode_lookahead(const float* pub, float* out) {
     unseen[k] = std::clamp(4 - seen, 0, 4);
   }
   if (n == 0 || n % 3 == 0 || n > 14) return;
-  // Unseen copies of the kinds whose draw lowers the shanten `sh` of `c` (3n+1 tiles).
-  auto advancing = [&](int sh, float* per_kind) {
-    int total = 0;
-    for (int k = 0; k < kNumKinds; ++k) {
-      if (!unseen[k] || c[k] >= 4) continue;
-      ++c[k];
-      if (shanten(c) < sh) {
-        total += unseen[k];
-        if (per_kind) per_kind[k] = unseen[k] / 4.0f;
-      }
-      --c[k];
-    }
-    return total;
-  };
   if (n % 3 == 1) {
-    advancing(shanten(c), out + 4 * kPlaneWidth);
+    ukeire(c, shanten(c), unseen, out + 4 * kPlaneWidth);
     return;
   }
   std::array<int, kNumKinds> sh, uke;
@@ -324,7 +310,7 @@ void encode_lookahead(const float* pub, float* out) {
     if (!c[k]) continue;
     --c[k];
     sh[k] = shanten(c);
-    uke[k] = advancing(sh[k], nullptr);
+    uke[k] = ukeire(c, sh[k], unseen);
     ++c[k];
     best_sh = std::min(best_sh, sh[k]);
   }

@@ -178,4 +178,18 @@ int shanten(const Counts& h) {
   return std::min({shanten_regular(h), shanten_chiitoitsu(h), shanten_kokushi(h)});
 }
 
+int ukeire(Counts& c, int sh, const std::array<int, kNumKinds>& unseen, float* per_kind) {
+  int n = 0;
+  for (int k = 0; k < kNumKinds; ++k) {
+    if (unseen[k] <= 0 || c[k] >= 4) continue;
+    ++c[k];
+    if (shanten(c) < sh) {
+      n += unseen[k];
+      if (per_kind) per_kind[k] = unseen[k] / 4.0f;
+    }
+    --c[k];
+  }
+  return n;
+}
+
 }  // namespace meeple::mj

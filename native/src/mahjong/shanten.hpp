@@ -27,6 +27,12 @@ int shanten_chiitoitsu(const Counts& h);
 int shanten_kokushi(const Counts& h);
 int shanten(const Counts& h);  // min of the three
 
+// Ukeire of a hand `c` of 3n+1 tiles with shanten `sh`: the copies in `unseen` (per kind, what a
+// seat cannot see) of every kind whose draw lowers the shanten. With `per_kind`, also writes
+// unseen / 4 at each such kind (other entries untouched). `c` is restored before returning.
+// The rule bot's discard tie-break and the lookahead planes both count it.
+int ukeire(Counts& c, int sh, const std::array<int, kNumKinds>& unseen, float* per_kind = nullptr);
+
 // Builds the tables now (otherwise on first use).
 void init_shanten_tables();
 
