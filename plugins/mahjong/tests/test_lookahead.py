@@ -4,6 +4,8 @@ and carried into the network through a stem that starts at zero."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -169,3 +171,32 @@ def test_onnx_export_refuses_a_lookahead_network_in_one_line(tmp_path):
     with pytest.raises(ExportError, match="cannot be exported to ONNX: model.lookahead=true computes"):
         write_policy(loaded, tmp_path / "policy.onnx", samples=Samples(torch.zeros(2, 84, 34), None))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lookahead_gate_carries_into_a_stage_that_adds_the_tile_head():
+    """phase1_rl adds the tile head to a phase-1 clone trained with the planes: the clone's one
+    addend (keys addend.*) lands in its part of the stage's two (addend.parts.1.*), the tile
+    head starts at zero, and the policy is the clone's."""
+    from tensordict import TensorDict
+
+    from meeple.pipeline.transition import carry_weights
+    from meeple_mahjong.net import build_mahjong_actor_critic
+    from meeple_mahjong.specs import action_spec, observation_spec
+
+    sizes = {"blocks": 1, "channels": 16, "groups": 4, "neck": 4, "hidden": 32}
+    torch.manual_seed(0)
+    gate = torch.nn.ModuleDict(dict(zip(("actor", "critic"), build_mahjong_actor_critic(
+        observation_spec(1, oracle=False), action_spec(1), lookahead=True, **sizes))))
+    torch.nn.init.normal_(gate.actor.module[1].module.addend.conv.weight)  # a trained lookahead head
+    stage = torch.nn.ModuleDict(dict(zip(("actor", "critic"), build_mahjong_actor_critic(
+        observation_spec(1, oracle=False), action_spec(1), lookahead=True, tile_head=True, **sizes))))
+    with pytest.raises(Exception, match="does not match this stage's model"):  # without keep_new
+        carry_weights(stage, gate.state_dict(), ["actor", "critic"], Path("gate.pt"))
+    carry_weights(stage, gate.state_dict(), ["actor", "critic"], Path("gate.pt"), keep_new=True)
+    parts = stage.actor.module[1].module.addend.parts
+    torch.testing.assert_close(parts[1].conv.weight, gate.actor.module[1].module.addend.conv.weight)
+    assert parts[0].conv.weight.abs().sum() == 0
+    obs = torch.from_numpy(np.stack([o for o, _ in bot_decisions(1, 9)][:32]))
+    td = TensorDict({"observation": obs, "action_mask": torch.ones(len(obs), mj.NUM_ACTIONS, dtype=torch.bool)},
+                    batch_size=[len(obs)])
+    torch.testing.assert_close(stage.actor.get_dist(td.clone()).logits, gate.actor.get_dist(td.clone()).logits)

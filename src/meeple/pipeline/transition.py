@@ -137,7 +137,14 @@ def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts
     (same keys and shapes; with ``widen_inputs`` a tensor may be wider along dim 1, see the
     module doc; with ``keep_new`` this stage's model may have tensors the gate lacks, e.g. a head
     that starts at zero, and they keep their initialisation); everything else in ``module``
-    keeps its initialisation."""
+    keeps its initialisation. A submodule with an ``adapt_carried_state(state, prefix)`` method
+    first renames the gate's keys under its prefix to its own layout (a plugin's network whose
+    layout depends on its options, e.g. one head alone or several in a container)."""
+    state = dict(state)
+    for name, sub in module.named_modules(remove_duplicate=False):
+        adapt = getattr(sub, "adapt_carried_state", None)
+        if callable(adapt):
+            adapt(state, f"{name}." if name else "")
     own = module.state_dict()
     for part in parts:
         prefix = part + "."

@@ -270,6 +270,21 @@ class Addends(nn.Module):
     def forward(self, *values: torch.Tensor) -> torch.Tensor:
         return sum(part(value) for part, value in zip(self.parts, values, strict=True))
 
+    def adapt_carried_state(self, state: dict[str, torch.Tensor], prefix: str) -> None:
+        """A gate whose network had one addend (its keys ``addend.*``, see :func:`build_mahjong_actor_critic`)
+        carries into the part here with the same keys and shapes, so a stage may add an addend to
+        its gate's (the tile head to a phase-1 clone with the lookahead planes); the other parts
+        keep their initialisation (``transition.keep_new_params``)."""
+        single = {k[len(prefix):]: k for k in state if k.startswith(prefix) and not k.startswith(prefix + "parts.")}
+        if not single:
+            return
+        for i, part in enumerate(self.parts):
+            own = part.state_dict()
+            if own.keys() == single.keys() and all(own[n].shape == state[k].shape for n, k in single.items()):
+                for name, key in single.items():
+                    state[f"{prefix}parts.{i}.{name}"] = state.pop(key)
+                return
+
 
 class AuxiliaryHeads(nn.Module):
     """``hidden`` -> the logits of :data:`AUX_OUTPUTS`, in that order."""
