@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from meeple.callbacks.learning_curves import draw_learning_curves
+from meeple.callbacks.learning_curves import LearningCurves, draw_learning_curves
 
 
 def checkpoint_values(stage: Path, key: str) -> list[tuple[int, float]]:
@@ -34,7 +34,7 @@ def checkpoint_values(stage: Path, key: str) -> list[tuple[int, float]]:
 
 def mlflow_values(run: Path, key: str) -> list[tuple[int, float]]:
     """``(rollout, value)`` of ``key`` in the MLflow history of ``run``'s last stage; the rollout
-    is the stage's ``epoch`` metric (+1) at the latest step not after the value's."""
+    is the stage's ``epoch`` metric (+1) logged at the value's step."""
     import json
 
     from mlflow.tracking import MlflowClient
@@ -44,13 +44,8 @@ def mlflow_values(run: Path, key: str) -> list[tuple[int, float]]:
     if not stages:
         return []
     client = MlflowClient(info["mlflow_tracking_uri"])
-    stage = stages[max(stages, key=int)]
-    epochs = sorted((m.step, m.value) for m in client.get_metric_history(stage, "epoch"))
-    points = []
-    for m in client.get_metric_history(stage, key):
-        before = [e for s, e in epochs if s <= m.step]
-        points.append((int(before[-1]) + 1 if before else 0, float(m.value)))
-    return sorted(points)
+    curve = LearningCurves([key], x="epoch").curves(client, stages[max(stages, key=int)]).get(key, [])
+    return [(int(epoch) + 1, value) for epoch, value in curve]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         source = Path(folder)
         points = mlflow_values(source, args.key) if (source / "run.json").exists() else checkpoint_values(source, args.key)
         if not points:
-            print(f"checkpoint_curves: {folder}: no checkpoint records {args.key!r}", file=sys.stderr)
+            print(f"checkpoint_curves: {folder}: nothing records {args.key!r}", file=sys.stderr)
             return 2
         xs, ys = np.array([p[0] for p in points]), np.array([p[1] for p in points])
         blocks = [f"{ys[i:i + args.smooth].mean():.4f}" for i in range(0, len(ys), args.smooth)]
