@@ -156,21 +156,42 @@ def test_a_lookahead_network_starts_as_the_network_without_it_and_learns_through
             assert weight.grad is not None and weight.grad.abs().sum() > 0, name
 
 
-def test_onnx_export_refuses_a_lookahead_network_in_one_line(tmp_path):
-    from meeple.export import ExportedPolicy, ExportError
-    from meeple.export.onnx import write_policy
-    from meeple.export.policy import LoadedPolicy, NetHeads, Samples
+def test_an_exported_lookahead_network_takes_the_planes_from_its_caller(tmp_path):
+    """The C++ planes cannot be traced: the ONNX graph takes them as an input named in the sidecar,
+    and onnxruntime fed the planes a caller computes matches eager torch (which computes its own)
+    on the public planes of real games; fed other planes, it does not (the input is read)."""
+    from meeple.export import ExportedPolicy
+    from meeple.export.onnx import feeds, session, write_policy
+    from meeple.export.policy import LoadedPolicy, Samples, TensorDictHeads
     from meeple_mahjong.net import build_mahjong_actor_critic
     from meeple_mahjong.specs import action_spec, observation_spec
 
-    actor, _ = build_mahjong_actor_critic(observation_spec(1, oracle=False), action_spec(1), lookahead=True,
-                                          blocks=1, channels=8, groups=4, neck=4, hidden=16)
-    policy = ExportedPolicy(NetHeads(actor), has_mask=True).eval()
+    actor, critic = build_mahjong_actor_critic(observation_spec(1, oracle=False), action_spec(1), lookahead=True,
+                                               tile_head=True, blocks=1, channels=8, groups=4, neck=4, hidden=16)
+    torch.manual_seed(0)
+    for name, weight in actor.named_parameters():
+        if "lookahead" in name or "addend" in name:  # a trained lookahead head (they start at zero)
+            torch.nn.init.normal_(weight)
+    policy = ExportedPolicy(TensorDictHeads(actor, critic), has_mask=False).eval()
+    assert policy.input_names() == ["observation", "lookahead_planes"]
     loaded = LoadedPolicy(policy, tmp_path / "x.pt", "meeple_mahjong.net.build_mahjong_actor_critic", "ppo", {},
                           (84, 34), torch.float32, 155)
-    with pytest.raises(ExportError, match="cannot be exported to ONNX: model.lookahead=true computes"):
-        write_policy(loaded, tmp_path / "policy.onnx", samples=Samples(torch.zeros(2, 84, 34), None))
-    assert list(tmp_path.iterdir()) == []
+    obs = torch.from_numpy(np.stack([o for o, _ in bot_decisions(1, 7)][:64]))
+    out, parity = write_policy(loaded, tmp_path / "policy.onnx", samples=Samples(obs, None))
+    assert parity.ok(1e-4) and parity.batches == [1, 64]
+    sidecar = __import__("json").loads((tmp_path / "policy.onnx.json").read_text())
+    assert sidecar["inputs"]["lookahead_planes"]["shape"] == ["batch", 5, 34]
+    assert "encode_lookahead" in sidecar["inputs"]["lookahead_planes"]["computed_by"]
+
+    sess = session(out, threads=1)
+    given = feeds(obs, None, policy.caller_inputs)
+    np.testing.assert_array_equal(given["lookahead_planes"], _mj.encode_lookahead(obs.numpy()))
+    with torch.no_grad():
+        eager_logits, _ = policy(obs)
+    onnx_logits, _ = sess.run(None, given)
+    assert np.abs(onnx_logits - eager_logits.numpy()).max() <= 1e-4
+    wrong, _ = sess.run(None, {**given, "lookahead_planes": np.zeros_like(given["lookahead_planes"])})
+    assert np.abs(wrong - eager_logits.numpy()).max() > 1e-2
 
 
 def test_a_lookahead_gate_carries_into_a_stage_that_adds_the_tile_head():

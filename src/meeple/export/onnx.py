@@ -13,6 +13,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import torch
 from meeple.errors import MeepleError
 from meeple.export.policy import MASKED_LOGIT, ExportError, LoadedPolicy, Samples
 from meeple.nets.actor_critic import MASK_KEY, OBS_KEY
+from meeple.nets.caller_input import CallerInput
 
 OPSET = 18
 TOLERANCE = 1e-4
@@ -50,7 +52,8 @@ def export_onnx(loaded: LoadedPolicy, path: Path, *, opset: int = OPSET) -> None
     # Batch 2: torch.export specialises a dimension seen as 0 or 1 into a constant.
     example = random_inputs(loaded, 2)
     batch = torch.export.Dim("batch")
-    dynamic = {name: {0: batch} for name in policy.input_names()}
+    # forward(observation, *rest): torch.export reads *rest as one tuple argument, present if non-empty
+    dynamic = ({0: batch}, *([tuple({0: batch} for _ in example[1:])] if len(example) > 1 else []))
     try:
         with torch.no_grad(), _quiet_exporter():
             program = torch.onnx.export(
@@ -85,10 +88,12 @@ def _quiet_exporter():
 
 
 def random_inputs(loaded: LoadedPolicy, n: int) -> tuple[torch.Tensor, ...]:
+    """Example inputs to trace with (the caller inputs as zeros: their values do not shape the graph)."""
     from meeple.export.policy import random_samples
 
     s = random_samples(loaded, n, seed=0)
-    return (s.observation, s.action_mask) if loaded.policy.has_mask else (s.observation,)
+    given = tuple(torch.zeros(n, *c.shape) for c in loaded.policy.caller_inputs)
+    return (s.observation, *([s.action_mask] if loaded.policy.has_mask else []), *given)
 
 
 def session(path: Path | str, *, threads: int | None = None):
@@ -102,10 +107,14 @@ def session(path: Path | str, *, threads: int | None = None):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def feeds(observation: torch.Tensor, action_mask: torch.Tensor | None) -> dict[str, np.ndarray]:
+def feeds(observation: torch.Tensor, action_mask: torch.Tensor | None,
+          given: Sequence[CallerInput] = ()) -> dict[str, np.ndarray]:  # fmt: skip
+    """onnxruntime's inputs; ``given``: the policy's caller inputs, computed here as a caller would."""
     out = {OBS_KEY: observation.numpy()}
     if action_mask is not None:
         out[MASK_KEY] = action_mask.numpy()
+    for c in given:
+        out[c.name] = c.compute(observation).to(torch.float32).numpy()
     return out
 
 
@@ -148,7 +157,7 @@ def check_parity(loaded: LoadedPolicy, path: Path | str, samples: Samples, batch
             with torch.no_grad():
                 eager = policy(obs, mask) if policy.has_mask else policy(obs)
             eager = eager if isinstance(eager, tuple) else (eager,)
-            onnx_out = sess.run(None, feeds(obs, mask))
+            onnx_out = sess.run(None, feeds(obs, mask, policy.caller_inputs))  # eager computed its own
             worst_logits = max(worst_logits, float(np.abs(onnx_out[0] - eager[0].numpy()).max()))
             if policy.has_value:
                 worst_value = max(worst_value, float(np.abs(onnx_out[1] - eager[1].numpy()).max()))
@@ -174,6 +183,8 @@ def sidecar(loaded: LoadedPolicy, parity: Parity, *, opset: int) -> dict[str, An
     }
     if policy.has_mask:
         inputs[MASK_KEY] = {"shape": ["batch", loaded.num_actions], "dtype": "bool"}
+    for c in policy.caller_inputs:
+        inputs[c.name] = {"shape": ["batch", *c.shape], "dtype": "float32", "computed_by": c.how}
     outputs: dict[str, Any] = {"logits": {"shape": ["batch", loaded.num_actions], "dtype": "float32"}}
     if policy.has_value:
         outputs["value"] = {"shape": ["batch"], "dtype": "float32"}

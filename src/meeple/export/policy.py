@@ -1,7 +1,8 @@
 """Rebuild a checkpoint's policy as a plain ``nn.Module`` that tracers and runtimes understand.
 
-``ExportedPolicy(observation[, action_mask]) -> (logits[, value])``: tensors in, tensors out, no
-TensorDict and no distribution. Logits of illegal actions are set to :data:`MASKED_LOGIT` (large
+``ExportedPolicy(observation[, action_mask][, *caller inputs]) -> (logits[, value])``: tensors in,
+tensors out, no TensorDict and no distribution (caller inputs: what a network computes from the
+observation with native code, given to the traced graph by its caller; ``meeple.nets.caller_input``). Logits of illegal actions are set to :data:`MASKED_LOGIT` (large
 and finite: ``-inf`` turns a softmax over an all-illegal row into NaNs). ``value`` is the critic's
 state value; a checkpoint without a critic has no ``value`` output (never a made-up zero).
 
@@ -35,6 +36,7 @@ from meeple.checkpoint.io import CheckpointError, load_verified
 from meeple.env_factory import backend_env
 from meeple.errors import MeepleError
 from meeple.nets.actor_critic import MASK_KEY, OBS_KEY, num_actions, observation_shape
+from meeple.nets.caller_input import caller_inputs
 from meeple.nets.policy_fn import greedy_policy
 from meeple.phases.league.protocol import is_league_env, seat_self_play
 
@@ -65,15 +67,20 @@ class TensorDictHeads(nn.Module):
                     leaves.append(leaf)
         self.nets = nn.ModuleList(leaf.module for leaf in leaves)
         self.wiring = [(list(leaf.in_keys), list(leaf.out_keys)) for leaf in leaves]
+        # what each net takes from the caller instead of computing it (meeple.nets.caller_input)
+        self.net_caller_inputs = [caller_inputs(leaf.module) for leaf in leaves]
+        self.caller_inputs = tuple(c for own in self.net_caller_inputs for c in own)
         written = {k for _, outs in self.wiring for k in outs}
         if LOGITS_KEY not in written:
             raise ExportError(f"the actor writes no {LOGITS_KEY!r} (it writes {sorted(written)})")
         self.has_value = critic is not None and VALUE_KEY in written
 
-    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, observation: torch.Tensor, *given: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``given``: the :attr:`caller_inputs` in order, or none (each net computes its own)."""
         values: dict[Any, torch.Tensor] = {OBS_KEY: observation}
-        for net, (ins, outs) in zip(self.nets, self.wiring, strict=True):
-            out = net(*(values[k] for k in ins))
+        by_name = dict(zip((c.name for c in self.caller_inputs), given, strict=True)) if given else {}
+        for net, (ins, outs), own in zip(self.nets, self.wiring, self.net_caller_inputs, strict=True):
+            out = net(*(values[k] for k in ins), **{c.name: by_name[c.name] for c in own if c.name in by_name})
             for k, v in zip(outs, out if isinstance(out, tuple) else (out,), strict=True):
                 values[k] = v
         value = values[VALUE_KEY].squeeze(-1) if self.has_value else None
@@ -97,6 +104,7 @@ class NetHeads(nn.Module):
     """A network whose ``forward(x)`` already returns ``(logits, value)``."""
 
     has_value = True
+    caller_inputs = ()
 
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
@@ -115,15 +123,19 @@ class ExportedPolicy(nn.Module):
         self.heads = heads
         self.has_mask = has_mask
         self.has_value = bool(heads.has_value)
+        self.caller_inputs = tuple(heads.caller_inputs)  # graph inputs after the observation (and mask)
 
-    def forward(self, observation: torch.Tensor, action_mask: torch.Tensor | None = None):
-        logits, value = self.heads(observation)
+    def forward(self, observation: torch.Tensor, *rest: torch.Tensor):
+        """``(observation[, action_mask][, *caller inputs])``; without the caller inputs the
+        network computes them itself (eager torch; the traced graph takes them)."""
+        action_mask, given = (rest[0], rest[1:]) if self.has_mask else (None, rest)
+        logits, value = self.heads(observation, *given)
         if self.has_mask:
             logits = logits.masked_fill(~action_mask, MASKED_LOGIT)
         return (logits, value) if self.has_value else logits
 
     def input_names(self) -> list[str]:
-        return [OBS_KEY, MASK_KEY] if self.has_mask else [OBS_KEY]
+        return [OBS_KEY, *([MASK_KEY] if self.has_mask else []), *(c.name for c in self.caller_inputs)]
 
     def output_names(self) -> list[str]:
         return ["logits", "value"] if self.has_value else ["logits"]

@@ -35,6 +35,7 @@ from meeple.nets.actor_critic import (
     observation_shape,
     shared_heads,
 )
+from meeple.nets.caller_input import CallerInput
 from meeple.nets.kinds import mark_actor_critic_factory
 from meeple.nets.mlp import orthogonal_linear
 from meeple_native import mahjong as _mj
@@ -42,10 +43,13 @@ from meeple_native import mahjong as _mj
 from .safety import RIICHI_OFFSET, OracleSafetyMask, discard_kinds
 from .specs import WIDTH
 
-LOOKAHEAD_PLANES = _mj.LOOKAHEAD_PLANES  # what lookahead_planes returns per observation
+LOOKAHEAD_PLANES = _mj.LOOKAHEAD_PLANES  # what encode_lookahead_planes returns per observation
 ORACLE_KEY = "oracle"  # the env's hidden-information planes (env.oracle=true), phase 2's teacher
 HIDDEN_KEY = "hidden"
 LOOKAHEAD_KEY = "lookahead_planes"  # the trunk's lookahead planes, with model.lookahead
+# what a caller of an exported network with the planes runs to compute them (docs/export.md)
+LOOKAHEAD_HOW = ("from meeple_native import mahjong; mahjong.encode_lookahead(observation, threads): "
+                 "float32 (batch, 84, 34) -> (batch, 5, 34)")
 TILE_KEY = "tile_features"  # the trunk's feature map (channels x 34 kinds), with model.tile_head
 DANGER_KEY = "danger_logits"  # per kind: discarding it now deals in (model.danger_head)
 # Auxiliary outputs (logits) and their widths: what BC's `phase.aux` names as `output`.
@@ -109,7 +113,7 @@ class DangerHead(nn.Module):
         return self.danger(hidden)
 
 
-def lookahead_planes(observation: torch.Tensor) -> torch.Tensor:
+def encode_lookahead_planes(observation: torch.Tensor) -> torch.Tensor:
     """``(..., 84, 34) -> (..., 5, 34)``: the lookahead planes of public observations, computed in
     C++ (:func:`meeple_native.mahjong.encode_lookahead`: per discard kind the shanten after it and
     its live advancing tiles, the rule bot's ukeire; docs/mahjong_encoding.md), without gradient and
@@ -156,15 +160,16 @@ class MahjongTrunk(nn.Module):
         if oracle_planes:
             self.oracle_stem = nn.Conv1d(oracle_planes, channels, 3, padding=1, bias=False)
             nn.init.zeros_(self.oracle_stem.weight)
-        # The lookahead planes (lookahead_planes) get their own convolution too, also starting at
+        # The lookahead planes (encode_lookahead_planes) get their own convolution too, also starting at
         # zero so a network carried from a gate without them starts as that gate. Why they exist:
         # the clone's discards differ from its rule-bot teacher's mostly where the bot counts the
         # live tiles each discard leaves (docs/rl_diagnostics.md, sections t and u).
         self.lookahead_stem = None
-        if lookahead:  # meeple.export reads the blocker
-            self.onnx_export_blocker = ("model.lookahead=true computes its lookahead planes in C++ "
-                                        "(meeple_native.mahjong.encode_lookahead), which ONNX cannot hold; "
-                                        "accepted: a network with model.lookahead=false")
+        if lookahead:
+            # C++ computes the planes, which a traced graph cannot hold: an exported network takes
+            # them as an input its caller computes (meeple.nets.caller_input)
+            self.onnx_caller_inputs = (CallerInput(LOOKAHEAD_KEY, (LOOKAHEAD_PLANES, width), encode_lookahead_planes,
+                                                   LOOKAHEAD_HOW),)  # fmt: skip
             self.lookahead_stem = nn.Conv1d(LOOKAHEAD_PLANES, channels, 3, padding=1, bias=False)
             nn.init.zeros_(self.lookahead_stem.weight)
         self._register_load_state_dict_pre_hook(self._split_wide_stem)
@@ -177,14 +182,19 @@ class MahjongTrunk(nn.Module):
         )
 
     def forward(
-        self, observation: torch.Tensor, oracle: torch.Tensor | None = None
+        self, observation: torch.Tensor, oracle: torch.Tensor | None = None, *,
+        lookahead_planes: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """``lookahead_planes``: given by an exported graph's caller; computed here when None."""
         lead = observation.shape[:-2]  # any batch dims in front (collectors, BC batches)
         conv, norm, relu = self.stem
         flat = observation.reshape(-1, *observation.shape[-2:])
         x = conv(flat)
         if self.lookahead_stem is not None:
-            planes = lookahead_planes(flat)
+            if lookahead_planes is None:
+                planes = encode_lookahead_planes(flat)
+            else:
+                planes = lookahead_planes.reshape(-1, *lookahead_planes.shape[-2:])
             x = x + self.lookahead_stem(planes)
         if self.oracle_stem is not None:
             x = x + self.oracle_stem(oracle.reshape(-1, *oracle.shape[-2:]))
@@ -362,7 +372,7 @@ def build_mahjong_actor_critic(
     public and oracle planes (env.oracle=true): the critic reads the hidden tiles, the actor not;
     ``danger_head`` adds a :class:`DangerHead` (writing ``danger_logits``, for `phase.aux`) that
     the policy reads through a :class:`DangerShift` of its discard logits;
-    ``lookahead`` adds the lookahead planes (:func:`lookahead_planes`: what each discard does to
+    ``lookahead`` adds the lookahead planes (:func:`encode_lookahead_planes`: what each discard does to
     the hand, computed from the public planes) to the stem and, through a :class:`KindLogits` of
     its own, straight to the discard logits; both start at zero;
     ``policy_temperature`` T: the policy is softmax(logits / T) (T < 1: sharper, same argmax).
