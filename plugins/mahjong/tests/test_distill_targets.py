@@ -59,3 +59,21 @@ def test_the_command_writes_its_table_and_refuses_bad_input_in_one_line(gates, t
         distill_targets.main(["--teacher", "t.pt", "--reference", "r.pt", "--policy", "nameonly"])
     assert exit_.value.code == 2
     assert "accepted: NAME=CHECKPOINT" in capsys.readouterr().err
+
+
+def test_parts_put_groups_of_the_teachers_weights_back_to_the_references(gates):
+    """--parts: with all but its oracle stem put back and the oracle planes zero, the teacher is
+    the reference again; its own weights are left as they were."""
+    batch = distill_targets.decisions(gates["phase1"], tables=8, steps=30, seed=4)
+    obs, mask, oracle = batch["observation"], batch["action_mask"].bool(), batch["oracle"]
+    teacher, _ = load_policy_heads(gates["teacher"])
+    reference, _ = load_policy_heads(gates["phase1"])
+    before = {k: v.clone() for k, v in teacher.actor.state_dict().items()}
+    back = distill_targets.reset_parts(teacher, reference, distill_targets.PART_RESETS[
+        "teacher, all but the oracle stem = reference's"])
+    blind = torch.zeros_like(oracle)
+    torch.testing.assert_close(back(obs, mask, blind)[0], reference(obs, mask)[0])
+    assert not torch.allclose(teacher(obs, mask, blind)[0], reference(obs, mask)[0], atol=1e-4)  # it trained
+    assert all(torch.equal(v, teacher.actor.state_dict()[k]) for k, v in before.items())
+    out = distill_targets.measure(gates["teacher"], gates["phase1"], {}, batch, [(1.0, 1.0)], parts=True)
+    assert set(distill_targets.PART_RESETS) < set(out["rows"])

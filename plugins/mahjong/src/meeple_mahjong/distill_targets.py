@@ -5,7 +5,8 @@ in, and its KL to the reference (phase 1) and to the teacher reading all its ora
 The teacher is also read under each oracle stage's plane dropout (``--stages``, the keep
 probabilities of the opponents' hands and of the wall; the default, and the plane groups, are
 read from `phase=mahjong_distill`'s YAML): that is the target each stage of `phase=distill`
-gives the student.
+gives the student. With ``--parts`` the teacher is also read with groups of its weights put back to the reference's
+(its body, its per-kind logits, all but its oracle stem): which of its weights moved it.
 
     python -m meeple_mahjong.distill_targets --teacher RUN/gates/teacher.pt \\
         --reference RUN/gates/phase1.pt --policy student=RUN/gates/student.pt
@@ -19,6 +20,7 @@ offer a dealing and a safe action.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from argparse import ArgumentTypeError
@@ -86,12 +88,39 @@ def mean_kl(p: torch.Tensor, q: torch.Tensor) -> float:
     return float((p * (p.clamp_min(1e-12).log() - q.clamp_min(1e-12).log())).sum(-1).mean())
 
 
+# --parts: the teacher with groups of its weights put back to the reference's (where the reference
+# has no such weight, to zero: the oracle stem and a tile head start there), all oracle planes read
+PART_RESETS = {
+    "teacher, body = reference's": lambda name: "addend" not in name and "oracle_stem" not in name,
+    "teacher, per-kind logits = reference's": lambda name: "addend" in name,
+    "teacher, all but the oracle stem = reference's": lambda name: "oracle_stem" not in name,
+}
+
+
+def reset_parts(teacher: PolicyHeads, reference: PolicyHeads, which) -> PolicyHeads:
+    """A copy of ``teacher`` whose weights named by ``which(name)`` are the reference's (renamed to
+    the teacher's layout by any ``adapt_carried_state``, as a carry does) or zero."""
+    actor = copy.deepcopy(teacher.actor)
+    state = actor.state_dict()
+    ref = dict(reference.actor.state_dict())
+    for prefix, module in actor.named_modules(remove_duplicate=False):
+        if hasattr(module, "adapt_carried_state"):
+            module.adapt_carried_state(ref, f"{prefix}." if prefix else "")
+    for name, value in state.items():
+        if which(name):
+            same = ref.get(name)
+            state[name] = same if same is not None and same.shape == value.shape else torch.zeros_like(value)
+    actor.load_state_dict(state)
+    return PolicyHeads(actor)
+
+
 def measure(teacher: str | Path, reference: str | Path, policies: Mapping[str, str | Path],
             batch: Mapping[str, torch.Tensor], stages: Sequence[tuple[float, float]] | None = None,
-            seed: int = 0) -> dict[str, Any]:  # fmt: skip
+            seed: int = 0, parts: bool = False) -> dict[str, Any]:  # fmt: skip
     """{"decisions", "choices", "rows": {name: {dealing_mass, kl_to_reference, kl_to_teacher}}}:
     the reference, the teacher under each stage's dropout (``teacher keep O/W``; default:
-    mahjong_distill's stages) and ``policies``."""
+    mahjong_distill's stages), with ``parts`` the teacher with each of :data:`PART_RESETS` (which
+    of its weights moved it from the reference), and ``policies``."""
     groups, default_stages = distill_config()
     obs, mask, oracle = batch["observation"], batch["action_mask"].bool(), batch[ORACLE_KEY]
     dealing = dealing_actions(oracle, mask, discard_kinds())
@@ -100,11 +129,14 @@ def measure(teacher: str | Path, reference: str | Path, policies: Mapping[str, s
         raise MeepleError("no decision offered a dealing and a safe action: play more --steps or --tables")
     heads = oracle_teacher(teacher)
     generator = torch.Generator().manual_seed(seed)
-    dists = {"reference": load_policy_heads(reference)[0](obs, mask)[0]}
+    reference_heads = load_policy_heads(reference)[0]
+    dists = {"reference": reference_heads(obs, mask)[0]}
     for opponents, wall in default_stages if stages is None else stages:
         keep = {"opponents": opponents, "wall": wall}
         dists[f"teacher keep {opponents:g}/{wall:g}"] = heads(obs, mask, drop_planes(oracle, keep, groups, generator))[0]
     full = heads(obs, mask, oracle)[0]
+    for name, which in PART_RESETS.items() if parts else ():
+        dists[name] = reset_parts(heads, reference_heads, which)(obs, mask, oracle)[0]
     for name, path in policies.items():
         dists[name] = load_policy_heads(path)[0](obs, mask)[0]
     rows = {
@@ -145,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the teacher's plane keep probabilities to read it under (default: mahjong_distill's)")
     p.add_argument("--opponents", choices=("rule", "reference"), default="rule",
                    help="who the three other seats are (default: rule bots, as in phase 2's student env)")
+    p.add_argument("--parts", action="store_true",
+                   help="also the teacher with groups of its weights put back to the reference's (what moved it)")
     p.add_argument("--tables", type=int, default=64)
     p.add_argument("--steps", type=int, default=200, help="env steps: decisions = tables x steps")
     p.add_argument("--seed", type=int, default=0)
@@ -160,15 +194,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             task = bar.add_task(f"{a.tables} tables, reference vs 3x {a.opponents}", total=a.steps)
             batch = decisions(a.reference, a.tables, a.steps, a.seed, a.opponents,
                               on_step=lambda done: bar.update(task, completed=done))  # fmt: skip
-        result = measure(a.teacher, a.reference, dict(a.policy), batch, a.stages, a.seed)
+        result = measure(a.teacher, a.reference, dict(a.policy), batch, a.stages, a.seed, a.parts)
     except (MeepleError, OSError) as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
     print(f"{result['decisions']} decisions, {result['choices']} offer a dealing and a safe action "
           f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
-    print(f"{'policy':24s} {'dealing mass':>12s} {'KL to reference':>16s} {'KL to teacher':>14s}")
+    width = max(24, *map(len, result["rows"]))
+    print(f"{'policy':{width}s} {'dealing mass':>12s} {'KL to reference':>16s} {'KL to teacher':>14s}")
     for name, row in result["rows"].items():
-        print(f"{name:24s} {row['dealing_mass']:12.4f} {row['kl_to_reference']:16.4f} {row['kl_to_teacher']:14.4f}")
+        print(f"{name:{width}s} {row['dealing_mass']:12.4f} {row['kl_to_reference']:16.4f} {row['kl_to_teacher']:14.4f}")
     if a.out:
         write_json_atomic(a.out, dict(result, teacher=a.teacher, reference=a.reference, opponents=a.opponents,
                                       tables=a.tables, steps=a.steps, seed=a.seed))
