@@ -99,7 +99,7 @@ def measure(name: str, loaded, args: argparse.Namespace, folder: Path) -> list[d
             with torch.inference_mode():
                 policy(*inputs)
 
-        def onnx(s=s):  # the caller inputs (mahjong's lookahead planes) are the caller's work: timed
+        def onnx(s=s):  # computing the caller inputs is the caller's work: timed with it
             sess.run(None, feeds(s.observation, s.action_mask, policy.caller_inputs))
 
         calls = max(args.calls // batch, 20)
