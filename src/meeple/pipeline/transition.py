@@ -131,6 +131,17 @@ def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, 
         log.info("gate passed: %s %s = %.6g %s %g", previous_label, c["metric"], c["value"], c["op"], c["threshold"])
 
 
+def adapted_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A copy of ``state`` with the keys every submodule's ``adapt_carried_state(state, prefix)``
+    renames to its own layout (e.g. a network's single head moved into its container of heads)."""
+    state = dict(state)
+    for name, sub in module.named_modules(remove_duplicate=False):
+        adapt = getattr(sub, "adapt_carried_state", None)
+        if callable(adapt):
+            adapt(state, f"{name}." if name else "")
+    return state
+
+
 def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path, *,
                   widen_inputs: bool = False, keep_new: bool = False) -> None:
     """Load every ``<part>.*`` weight of ``state`` into ``module``: the parts must match exactly
@@ -140,11 +151,7 @@ def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts
     keeps its initialisation. A submodule with an ``adapt_carried_state(state, prefix)`` method
     first renames the gate's keys under its prefix to its own layout (a plugin's network whose
     layout depends on its options, e.g. one head alone or several in a container)."""
-    state = dict(state)
-    for name, sub in module.named_modules(remove_duplicate=False):
-        adapt = getattr(sub, "adapt_carried_state", None)
-        if callable(adapt):
-            adapt(state, f"{name}." if name else "")
+    state = adapted_state(module, state)
     own = module.state_dict()
     for part in parts:
         prefix = part + "."

@@ -36,6 +36,7 @@ from meeple.cli_progress import task_progress
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 from meeple.phases.distill.module import drop_planes
+from meeple.pipeline.transition import adapted_state
 
 from .batch_env import MahjongEnv
 from .net import ORACLE_KEY
@@ -102,10 +103,7 @@ def reset_parts(teacher: PolicyHeads, reference: PolicyHeads, which) -> PolicyHe
     the teacher's layout by any ``adapt_carried_state``, as a carry does) or zero."""
     actor = copy.deepcopy(teacher.actor)
     state = actor.state_dict()
-    ref = dict(reference.actor.state_dict())
-    for prefix, module in actor.named_modules(remove_duplicate=False):
-        if hasattr(module, "adapt_carried_state"):
-            module.adapt_carried_state(ref, f"{prefix}." if prefix else "")
+    ref = adapted_state(actor, reference.actor.state_dict())
     for name, value in state.items():
         if which(name):
             same = ref.get(name)
