@@ -5,9 +5,14 @@ is distilled from it through every oracle stage into the final stretch."""
 import json
 
 import pytest
+import torch
 
 from meeple.checkpoint.callback import load_gate
 from meeple.checkpoint.io import load_verified
+from meeple_mahjong import duplicate as dup
+from meeple_mahjong.distill_targets import decisions
+from meeple_mahjong.policy import blind_policy, greedy_policy, load_policy_actor, load_policy_heads
+from meeple_mahjong.specs import is_oracle
 
 STEM = "stem.0.weight"
 
@@ -64,3 +69,30 @@ def test_rl_teacher_recipe_trains_the_new_weights_at_their_own_rate(pipeline_run
     body, new = latest["optimizer_state_dict"]["param_groups"]  # constant rates
     assert body["lr"] == pytest.approx(1e-4) and new["lr"] == pytest.approx(1e-3)
     assert len(new["params"]) == 3  # the oracle stem's weight, the tile head's weight and bias
+
+
+def test_a_blind_teacher_plays_from_the_public_planes_alone(pipeline_run, tmp_path, capsys):
+    """duplicate --blind-challenger: the teacher shown all-zero oracle planes, a public player whose
+    actions are the teacher's on zero planes; a network without the oracle planes is refused."""
+    gates = pipeline_run / "gates"
+    teacher, _ = load_policy_actor(gates / "teacher.pt")
+    blind = blind_policy(greedy_policy(teacher))
+    assert not is_oracle(blind)  # a table of it computes no oracle planes
+    batch = decisions(gates / "phase1.pt", tables=4, steps=30, seed=5)
+    obs, mask = batch["observation"], batch["action_mask"].bool()
+    heads, _ = load_policy_heads(gates / "teacher.pt")
+    probs = heads(obs, mask, torch.zeros_like(batch["oracle"]))[0]
+    assert torch.equal(blind(obs, mask), probs.argmax(-1))
+    with pytest.raises(ValueError, match="needs an oracle policy"):
+        blind_policy(greedy_policy(load_policy_actor(gates / "phase1.pt")[0]))
+
+    out = tmp_path / "blind.json"
+    argv = ["--challenger", str(gates / "teacher.pt"), "--blind-challenger", "--baseline", str(gates / "teacher.pt"),
+            "--opponent", "rule", "--games", "2", "--out", str(out)]  # fmt: skip
+    assert dup.main(argv) == 0
+    s = json.loads(out.read_text())
+    assert s["blind"] is True and "blind" not in s["baseline_policy"]
+    assert dup.main(["--challenger", str(gates / "phase1.pt"), "--blind-challenger"]) == 2
+    assert "reads no oracle planes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        dup.main(["--challenger", "rule", "--blind-challenger"])

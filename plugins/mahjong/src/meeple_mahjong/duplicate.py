@@ -249,6 +249,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="the challenger (a network) never plays a discard the oracle planes show an "
                    "opponent can ron on while another action is legal: the ceiling of phase 2's "
                    "teacher safety rule (meeple_mahjong.safety)")  # fmt: skip
+    p.add_argument("--blind-challenger", action="store_true",
+                   help="the challenger (a network that reads the oracle planes, phase 2's teacher) "
+                   "is shown all-zero oracle planes: what its public part plays")  # fmt: skip
     p.add_argument("--sample", type=float, default=None, metavar="T",
                    help="the challenger and the baseline (networks) draw from softmax(logits / T) "
                    "instead of playing their argmax (opponents stay greedy). The logits already "
@@ -284,6 +287,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"--sample {a.sample}: accepted: a temperature > 0, with a network challenger or baseline")
     if a.safe_challenger and "challenger" not in a.sources:
         p.error("--safe-challenger needs a network challenger (a checkpoint or run directory)")
+    if a.blind_challenger and ("challenger" not in a.sources or a.safe_challenger):
+        p.error("--blind-challenger needs a network challenger that reads the oracle planes, "
+                "and no --safe-challenger (whose rule reads them)")
     if a.checkpoint is not None and POLICY_PLAYER not in (a.challenger, a.opponent, a.baseline):
         p.error(
             f"--checkpoint is used only with --challenger {POLICY_PLAYER} or --opponent {POLICY_PLAYER}"
@@ -315,17 +321,25 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
         return BotTable(east_only=a.east_only), names, {}
     import torch  # only a policy needs torch
 
-    from meeple.checkpoint.io import file_sha256, read_sidecar
-    from meeple_mahjong.policy import PolicyTable, greedy_policy, load_policy_actor, sampled_policy
+    from meeple.checkpoint.io import CheckpointError, file_sha256, read_sidecar
+    from meeple_mahjong.policy import (
+        PolicyTable,
+        blind_policy,
+        greedy_policy,
+        load_policy_actor,
+        sampled_policy,
+    )
     from meeple_mahjong.safety import safe_policy
+    from meeple_mahjong.specs import is_oracle
 
     torch.set_num_threads(a.torch_threads)
     policies, info = {}, {}
     for role, path in a.sources.items():
         actor, loaded = load_policy_actor(path, device=a.device)
         safe = a.safe_challenger and role == "challenger"
+        blind = a.blind_challenger and role == "challenger"
         sample = a.sample if role in ("challenger", "baseline") else None
-        key = (str(Path(loaded["file"]).resolve()), safe, sample)  # a run directory and its latest.pt: one network
+        key = (str(Path(loaded["file"]).resolve()), safe, blind, sample)  # a run directory and its latest.pt: one network
         player = next((n for n, (k, _) in policies.items() if k == key), None)
         if player is None:
             trained = bool(((loaded["config"].get("env") or {}).get("rules") or {}).get("east_only", False))
@@ -342,6 +356,12 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
                 fn = sampled_policy(actor, seed=len(policies), temperature=sample, device=a.device)
             if safe:
                 fn = safe_policy(fn)
+            if blind:
+                if not is_oracle(fn):
+                    raise CheckpointError(f"--blind-challenger: {loaded['file']} reads no oracle planes "
+                                          "(env.oracle=false); accepted: a network trained with them, "
+                                          "e.g. a gates/teacher.pt")
+                fn = blind_policy(fn)
             policies[player] = (key, fn)
         # the digest names the network by content: pooling accepts one file under two paths. The
         # load verified the file against its sidecar, so the sidecar's digest is the file's.
@@ -349,6 +369,7 @@ def _table(a: argparse.Namespace) -> tuple[Table, dict[str, str], dict[str, Any]
         info[role] = {"checkpoint": loaded["file"], "checkpoint_sha256": digest,
                       "checkpoint_global_step": loaded["global_step"],
                       **({"safe": True} if safe else {}),
+                      **({"blind": True} if blind else {}),
                       **({"sample_temperature": sample} if sample is not None else {}),
                       "model": loaded["config"]["model"].get("_target_")}  # fmt: skip
         names[role] = player

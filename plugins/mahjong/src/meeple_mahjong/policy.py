@@ -56,6 +56,21 @@ POLICY = "policy"  # the player name PolicyTable plays with policy_fn
 # fn(obs, mask) -> actions, or fn(obs, mask, oracle) -> actions when fn.oracle is true
 
 
+def blind_policy(policy: PolicyFn) -> PolicyFn:
+    """An oracle ``policy`` (phase 2's teacher) shown all-zero oracle planes: a public player that
+    reads no hidden tile, so a table of it computes no oracle planes (``duplicate
+    --blind-challenger``: what the teacher's public part plays, the most a public student could
+    take from it without the hidden tiles' correlations)."""
+    if not is_oracle(policy):
+        raise ValueError("blind_policy needs an oracle policy (one that reads the oracle planes)")
+
+    def act(obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        zeros = torch.zeros(len(obs), ORACLE_PLANES, WIDTH)
+        return call_policy(policy, obs, mask, zeros, what="the blind policy's network")
+
+    return act
+
+
 class _Group:
     """One simulator: the jobs where policies hold the same seats, one table per job.
 
