@@ -36,3 +36,23 @@ def test_without_widen_a_shape_mismatch_says_how_to_allow_it():
 def test_widen_never_narrows_or_reshapes_other_dims():
     with pytest.raises(ConfigError, match="the stages need the same model"):
         carry_weights(Net(4), Net(10).state_dict(), ["actor"], Path("gate.pt"), widen_inputs=True)
+
+
+class Privileged(Net):
+    """Net with the weights of a convolution over privileged planes in its actor (state only)."""
+
+    def __init__(self, planes: int, privileged: int) -> None:
+        super().__init__(planes)
+        self.actor.add_module("privileged", nn.Conv1d(privileged, 8, 3, padding=1, bias=False))
+
+
+def test_drop_params_starts_a_public_network_from_a_privileged_ones_other_weights():
+    torch.manual_seed(0)
+    teacher, student = Privileged(4, 6), Net(4)
+    with pytest.raises(ConfigError, match="does not match this stage's model .*unexpected"):
+        carry_weights(student, teacher.state_dict(), ["actor"], Path("gate.pt"))
+    carry_weights(student, teacher.state_dict(), ["actor"], Path("gate.pt"), drop=["actor.privileged.*"])
+    for key, value in student.state_dict().items():
+        assert torch.equal(value, teacher.state_dict()[key]), key
+    with pytest.raises(ConfigError, match=r"drop_params: 'critic\.\*' matches no carried tensor of gate.pt"):
+        carry_weights(student, teacher.state_dict(), ["actor"], Path("gate.pt"), drop=["critic.*"])

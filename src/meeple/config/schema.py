@@ -87,6 +87,10 @@ class Transition:
     # Tensors this stage's model has and the gate lacks (a new head that starts at zero, e.g. a
     # model option that adds logits) keep their initialisation instead of failing the carry.
     keep_new_params: bool = False
+    # Glob patterns (fnmatch) of the gate's tensors that are not carried, e.g. the convolution over
+    # privileged planes when a teacher's weights start a student that reads the public planes only.
+    # Each pattern must match a carried tensor; the rest must still fit the stage's model.
+    drop_params: list[str] = field(default_factory=list)
 
 
 GATE_OPS = (">=", ">", "<=", "<")

@@ -11,11 +11,13 @@ The weights may come from an earlier stage's gate instead (``source: <stage>``; 
 still checked on the stage just before), and a distillation stage gets a frozen teacher from
 another gate (``teacher: <stage>``, handed to the module's ``set_teacher``). The plan has checked
 that the stage's phase kind declares the hooks (``meeple.phases.registry.Hook``) a transition uses. ``widen_inputs``
-lets a network whose stem reads more input planes start from a narrower one's weights.
+lets a network whose stem reads more input planes start from a narrower one's weights; ``drop_params``
+lets one start from a wider one's (a teacher's, without the weights over its privileged planes).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import operator
@@ -55,7 +57,7 @@ class StageStart:
         if self.checkpoint is not None and self.transition.carry:
             carry_weights(module, self.checkpoint["model_state_dict"], self.transition.carry, self.gate_file,
                           widen_inputs=self.transition.widen_inputs,
-                          keep_new=self.transition.keep_new_params)
+                          keep_new=self.transition.keep_new_params, drop=self.transition.drop_params)
         if self.teacher is not None:
             module.set_teacher(self.teacher, self.teacher_file)
         warmup = self.transition.warmup
@@ -143,15 +145,18 @@ def adapted_state(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> di
 
 
 def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts: list[str], source: Path, *,
-                  widen_inputs: bool = False, keep_new: bool = False) -> None:
+                  widen_inputs: bool = False, keep_new: bool = False, drop: list[str] | None = None) -> None:
     """Load every ``<part>.*`` weight of ``state`` into ``module``: the parts must match exactly
     (same keys and shapes; with ``widen_inputs`` a tensor may be wider along dim 1, see the
     module doc; with ``keep_new`` this stage's model may have tensors the gate lacks, e.g. a head
     that starts at zero, and they keep their initialisation); everything else in ``module``
     keeps its initialisation. A submodule with an ``adapt_carried_state(state, prefix)`` method
     first renames the gate's keys under its prefix to its own layout (a plugin's network whose
-    layout depends on its options, e.g. one head alone or several in a container)."""
+    layout depends on its options, e.g. one head alone or several in a container). The gate's
+    tensors under the carried parts that match a ``drop`` pattern (fnmatch) are left out first."""
     state = adapted_state(module, state)
+    if drop:
+        state = _dropped(state, [p + "." for p in parts], drop, source)
     own = module.state_dict()
     for part in parts:
         prefix = part + "."
@@ -180,6 +185,20 @@ def carry_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], parts
             raise ConfigError(f"transition.carry: {key} has shape {tuple(value.shape)} in {source} but "
                               f"{tuple(own[key].shape)} here; the stages need the same model{hint}")
         module.load_state_dict(theirs, strict=False)
+
+
+def _dropped(state: dict[str, torch.Tensor], prefixes: list[str], patterns: list[str],
+             source: Path) -> dict[str, torch.Tensor]:
+    """``state`` without the carried tensors that match a pattern; each pattern must match one."""
+    carried = [k for k in state if k.startswith(tuple(prefixes))]
+    for pattern in patterns:
+        if not fnmatch.filter(carried, pattern):
+            raise ConfigError(f"transition.drop_params: {pattern!r} matches no carried tensor of {source}; "
+                              f"its carried keys are like {', '.join(carried[:4])}")
+    gone = {k for k in carried if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+    log.info("transition.drop_params: %d tensors of %s are not carried (%s)", len(gone), source,
+             ", ".join(sorted(gone)[:4]))
+    return {k: v for k, v in state.items() if k not in gone}
 
 
 def _widens(narrow: torch.Size, wide: torch.Size) -> bool:
