@@ -59,8 +59,7 @@ POLICY = "policy"  # the player name PolicyTable plays with policy_fn
 def blind_policy(policy: PolicyFn) -> PolicyFn:
     """An oracle ``policy`` (phase 2's teacher) shown all-zero oracle planes: a public player that
     reads no hidden tile, so a table of it computes no oracle planes (``duplicate
-    --blind-challenger``: what the teacher's public part plays, the most a public student could
-    take from it without the hidden tiles' correlations)."""
+    --blind-challenger``: what the teacher's weights are worth without the hidden tiles)."""
     if not is_oracle(policy):
         raise ValueError("blind_policy needs an oracle policy (one that reads the oracle planes)")
 
