@@ -1,5 +1,7 @@
 """transition.widen_inputs: a network whose stem reads more input planes starts from a narrower
-one's weights and computes exactly what it did (the extra input channels start at zero)."""
+one's weights and computes exactly what it did (the extra input channels start at zero); and
+transition.drop_params, the other way: a network without the privileged planes' weights starts
+from the rest of a wider one's."""
 
 from pathlib import Path
 
