@@ -191,11 +191,13 @@ def _dropped(state: dict[str, torch.Tensor], prefixes: list[str], patterns: list
              source: Path) -> dict[str, torch.Tensor]:
     """``state`` without the carried tensors that match a pattern; each pattern must match one."""
     carried = [k for k in state if k.startswith(tuple(prefixes))]
+    gone: set[str] = set()
     for pattern in patterns:
-        if not fnmatch.filter(carried, pattern):
+        hits = {k for k in carried if fnmatch.fnmatchcase(k, pattern)}
+        if not hits:
             raise ConfigError(f"transition.drop_params: {pattern!r} matches no carried tensor of {source}; "
                               f"its carried keys are like {', '.join(carried[:4])}")
-    gone = {k for k in carried if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+        gone |= hits
     log.info("transition.drop_params: %d tensors of %s are not carried (%s)", len(gone), source,
              ", ".join(sorted(gone)[:4]))
     return {k: v for k, v in state.items() if k not in gone}
