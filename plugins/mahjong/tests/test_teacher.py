@@ -222,3 +222,54 @@ def test_the_start_copy_can_play_without_the_rule():
     torch.testing.assert_close(safe.get_dist(batch.clone()).logits, plain.get_dist(batch.clone()).logits)
     with pytest.raises(ValueError, match="start_rules"):
         DuplicateEvaluation(games=1, opponent="rule", start_rules=False)
+
+
+def test_oracle_dropout_plays_a_share_of_decisions_blind_and_keeps_the_labels():
+    """env.oracle_keep=0.5: about half the learner's decisions see all-zero oracle planes (the
+    same draws for the same seed), `oracle_truth` keeps the opponents' planes of every decision,
+    and the teacher module labels dealing discards from it, also measuring the blind rows."""
+
+    def run(seed):
+        env = MahjongEnv(8, oracle=True, oracle_keep=0.5)
+        env.set_seed(seed)
+        td, steps = env.reset(), []
+        for _ in range(30):
+            steps.append(td.select("oracle", "oracle_shown", "oracle_truth").clone())
+            td = env.step(env.rand_action(td))["next"]
+        env.close()
+        return torch.stack(steps)
+
+    steps = run(3)
+    shown = steps["oracle_shown"].squeeze(-1)
+    oracle, truth = steps["oracle"], steps["oracle_truth"]
+    assert 0.3 < shown.float().mean() < 0.7, shown.float().mean()
+    assert (oracle[~shown] == 0).all()
+    assert torch.equal(oracle[shown][:, : truth.shape[-2]], truth[shown])
+    assert truth[~shown].abs().sum() > 0  # the blind decisions' labels are still there
+    assert torch.equal(run(3)["oracle_shown"], steps["oracle_shown"])
+    assert not torch.equal(run(4)["oracle_shown"], steps["oracle_shown"])
+
+    # the module: labels from the truth, the dealing mass also on the blind rows alone
+    module = _module(0.0)
+    batch = _batch()
+    n = len(batch)
+    batch["oracle_truth"] = batch["oracle"][:, :27].clone()
+    batch["oracle_shown"] = (torch.arange(n) % 2 == 0).unsqueeze(-1)
+    batch["oracle"] = batch["oracle"] * batch["oracle_shown"].unsqueeze(-1)
+    metrics = {}
+    module.extra_terms(batch, TensorDict(), lambda: module.actor.get_dist(batch), metrics)
+    assert metrics["oracle/choice_fraction"] == 0.5  # as without dropout: the truth labels them
+    assert 0 < metrics["oracle/dealing_mass_blind"] < 1
+    assert metrics["oracle/dealing_mass_blind"] != metrics["oracle/dealing_mass"]  # the blind rows' own
+
+
+@pytest.mark.parametrize("options", [dict(oracle=True, oracle_keep=1.5), dict(oracle_keep=0.5),
+                                     dict(oracle=True, oracle_keep="half")])
+def test_oracle_dropout_rejects_bad_shares(options):
+    with pytest.raises(ConfigError, match="env.oracle_keep"):
+        MahjongEnv(1, **options)
+    if options == dict(oracle_keep=0.5):  # nor in a league
+        from meeple_mahjong.env import backend
+
+        with pytest.raises(ConfigError, match="env.oracle_keep with env.league"):
+            backend.make_env({"league": True, "oracle": True, "oracle_keep": 0.5}, num_envs=1)

@@ -44,6 +44,9 @@ from .specs import (
     NUM_ACTIONS,
     ORACLE_PLANES,
     PLANES,
+    SHOWN_KEY,
+    TRUTH_KEY,
+    TRUTH_PLANES,
     WIDTH,
     action_spec,
     observation_spec,
@@ -51,6 +54,8 @@ from .specs import (
     rows_offering,
 )
 from .tables import BOTS
+
+_ORACLE_SEED = 0x0D40  # the oracle dropout's draws: this, xor the env's seed
 
 RULE_KEYS = (
     "red_fives", "open_tanyao", "double_yakuman", "kazoe_yakuman", "kiriage", "east_only",
@@ -129,6 +134,7 @@ class MahjongEnv(EnvBase):
         score_scale: float = 1e-4,
         rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
         oracle: bool = False,
+        oracle_keep: float = 1.0,
         hand_reward: str | None = None,
         opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
         opponent_checkpoints: Mapping[str, Any] | None = None,
@@ -184,11 +190,32 @@ class MahjongEnv(EnvBase):
             self._branch_options = BranchOptions.parse(branch)
             self._branch = BranchValues(self._branch_options, self._rules, self._sim_args)
             self._branch_gen = torch.Generator().manual_seed(0)
+        if oracle_keep != 1.0:
+            if not isinstance(oracle_keep, int | float) or not 0.0 <= oracle_keep < 1.0 or not oracle:
+                raise ConfigError(f"env.oracle_keep={oracle_keep!r}; accepted: a share in [0, 1] of the learner's "
+                                  "decisions that see the oracle planes, below 1 only with env.oracle=true")
+            self._oracle_keep = float(oracle_keep)
+            self._oracle_gen = torch.Generator().manual_seed(_ORACLE_SEED)
         self.observation_spec = observation_spec(num_envs, oracle=oracle, branch=branch is not None,
-                                                 guide=guide is not None, device=self.device)  # fmt: skip
+                                                 guide=guide is not None, oracle_dropout=oracle_keep != 1.0,
+                                                 device=self.device)  # fmt: skip
 
     # -- the guide's choices (env.guide, meeple_mahjong.guide_ppo) --
     guide: str | None = None
+
+    # -- oracle dropout (env.oracle_keep < 1) --
+    _oracle_keep = 1.0
+
+    def _drop_oracle(self, td: dict[str, torch.Tensor]) -> None:
+        """Zero the oracle planes of a ``1 - oracle_keep`` share of the slots (one draw per slot and
+        step): those decisions are played from the public planes, so PPO on them trains the
+        network's public play (Suphx's oracle dropout, all or none per decision). The opponents'
+        planes stay, unmasked, in ``oracle_truth``: the teacher module's dealing labels."""
+        full = td["oracle"]
+        shown = torch.rand(len(full), 1, generator=self._oracle_gen) < self._oracle_keep
+        td[SHOWN_KEY] = shown
+        td[TRUTH_KEY] = full[:, :TRUTH_PLANES].clone()
+        td["oracle"] = full * shown.unsqueeze(-1)
 
     def _guide_actions(self, mask: torch.Tensor, active: torch.Tensor, seat: torch.Tensor) -> torch.Tensor:
         """``guide_action`` per slot: the action index the guide bot would take in the slot's
@@ -284,6 +311,8 @@ class MahjongEnv(EnvBase):
         if self._branch is not None:  # which decisions branch, and the branches' own draws
             self._branch_gen.manual_seed(int(seed or 0) ^ 0xB4A7C4)
             self._branch.gen.manual_seed(int(seed or 0) ^ 0xC4B7)
+        if self._oracle_keep < 1.0:
+            self._oracle_gen.manual_seed(int(seed or 0) ^ _ORACLE_SEED)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         tables = None
@@ -378,6 +407,8 @@ class MahjongEnv(EnvBase):
         }
         if self.oracle:
             td["oracle"] = buf["oracle"]
+            if self._oracle_keep < 1.0:
+                self._drop_oracle(td)
         if self._branch is not None:
             td.update(self._branch_rows(buf))
         if self.guide is not None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .specs import NUM_ACTIONS, WIDTH, PolicyFn, call_policy
+from .specs import NUM_ACTIONS, TRUTH_PLANES, WIDTH, PolicyFn, call_policy
 
 OPPONENT_PLANES = 9  # oracle planes per opponent: 9 * (i - 1) + j
+assert 3 * OPPONENT_PLANES == TRUTH_PLANES  # an env's `oracle_truth` holds all the planes read here
 WAITS, FURITEN = 6, 7  # j: its winning kinds (3n+1 tiles, tenpai); it is furiten (scalar plane)
 DISCARD_CLASSES = 37  # 0-33 plain kinds, 34-36 the red 5m/5p/5s
 RIICHI_OFFSET = 37  # 37 + class: riichi declared with that discard

@@ -21,6 +21,10 @@ from torchrl.data import Binary, Categorical, Composite, Unbounded
 from meeple_native import mahjong as _mj
 
 PLANES, WIDTH, ORACLE_PLANES = _mj.PUBLIC_PLANES, _mj.PLANE_WIDTH, _mj.ORACLE_PLANES
+# The oracle's first planes, the three opponents' (meeple_mahjong.safety reads their waits): what
+# an env with oracle dropout (env.oracle_keep < 1) still gives, unmasked, as `oracle_truth`.
+TRUTH_PLANES = 27
+SHOWN_KEY, TRUTH_KEY = "oracle_shown", "oracle_truth"  # what oracle dropout adds to the observation
 NUM_ACTIONS = _mj.NUM_ACTIONS
 
 PolicyFn = Callable[..., torch.Tensor]
@@ -64,10 +68,11 @@ def slots_per_table(env_cfg: Mapping[str, Any]) -> int:
 
 
 def observation_spec(n: int, *, oracle: bool, branch: bool = False, guide: bool = False,
-                     device: str | torch.device = "cpu") -> Composite:  # fmt: skip
+                     oracle_dropout: bool = False, device: str | torch.device = "cpu") -> Composite:  # fmt: skip
     """The observation of ``n`` slots (with the ``oracle`` planes when the env gives them, the
     branched action values with ``env.branch`` (meeple_mahjong.branch) and the guide bot's choice
-    with ``env.guide`` (meeple_mahjong.guide_ppo))."""
+    with ``env.guide`` (meeple_mahjong.guide_ppo)); with ``oracle_dropout`` (``env.oracle_keep`` < 1)
+    also whether each slot's oracle planes were shown and the opponents' planes as they are."""
     obs = {
         "observation": Unbounded((n, PLANES, WIDTH), dtype=torch.float32),
         "action_mask": Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool),
@@ -78,6 +83,9 @@ def observation_spec(n: int, *, oracle: bool, branch: bool = False, guide: bool 
     }
     if oracle:
         obs["oracle"] = Unbounded((n, ORACLE_PLANES, WIDTH), dtype=torch.float32)
+    if oracle_dropout:
+        obs[SHOWN_KEY] = Binary(n=1, shape=(n, 1), dtype=torch.bool)
+        obs[TRUTH_KEY] = Unbounded((n, TRUTH_PLANES, WIDTH), dtype=torch.float32)
     if branch:
         obs["branch_value"] = Unbounded((n, NUM_ACTIONS), dtype=torch.float32)
         obs["branch_mask"] = Binary(n=NUM_ACTIONS, shape=(n, NUM_ACTIONS), dtype=torch.bool)

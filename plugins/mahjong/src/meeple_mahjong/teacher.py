@@ -13,6 +13,10 @@ It is zero for a policy that never deals in when it need not, and it needs no re
 logged with two diagnostics that also measure plain PPO (``safety_coef: 0``):
 ``oracle/dealing_mass`` (the policy's mass on dealing actions in those decisions) and
 ``oracle/dealing_rate`` (how often the action the rollout took there dealt in).
+
+With oracle dropout (``env.oracle_keep`` < 1: some decisions see all-zero oracle planes) the labels
+come from the env's unmasked ``oracle_truth`` and the dealing mass is also logged on the decisions
+played blind, ``oracle/dealing_mass_blind``: whether the public play learns what the oracle shows.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from meeple.phases.ppo.module import PPOModule
 
 from .net import ORACLE_KEY
 from .safety import avoidable, dealing_actions, discard_kinds
+from .specs import SHOWN_KEY, TRUTH_KEY
 
 
 class OracleTeacherModule(PPOModule):
@@ -71,7 +76,8 @@ class OracleTeacherModule(PPOModule):
                 "with model.oracle_planes=205"
             )
         mask = batch[MASK_KEY].bool()
-        dealing = dealing_actions(batch[ORACLE_KEY], mask, self.action_kinds)
+        truth = batch[TRUTH_KEY] if TRUTH_KEY in batch.keys() else batch[ORACLE_KEY]  # env.oracle_keep < 1
+        dealing = dealing_actions(truth, mask, self.action_kinds)
         chosen = avoidable(dealing, mask).any(-1)  # a choice between both kinds of action
         took = dealing.gather(-1, batch["action"].reshape(-1, 1)).squeeze(-1) & chosen
         return mask, dealing, chosen, took
@@ -111,9 +117,13 @@ class OracleTeacherModule(PPOModule):
         log_p = torch.log_softmax(policy().logits.clamp_min(-1e9), -1)
         log_safe = torch.logsumexp(log_p.masked_fill(~(mask & ~dealing), -torch.inf), -1)
         log_safe = torch.where(chosen, log_safe, 0.0)  # rows without a choice count nothing
-        metrics["oracle/dealing_mass"] = (-torch.expm1(log_safe)).sum().detach() / rows
+        dealing_mass = -torch.expm1(log_safe).detach()  # per row; 0 where there is no choice
+        metrics["oracle/dealing_mass"] = dealing_mass.sum() / rows
         metrics["oracle/dealing_rate"] = took.sum() / rows
         metrics["oracle/choice_fraction"] = chosen.float().mean()
+        if SHOWN_KEY in batch.keys():  # oracle dropout: the decisions played from the public planes
+            blind = chosen & ~batch[SHOWN_KEY].reshape(chosen.shape)
+            metrics["oracle/dealing_mass_blind"] = (dealing_mass * blind).sum() / blind.sum().clamp_min(1)
         if self.safety_coef == 0:
             return extra
         safety = -log_safe.sum() / rows
