@@ -49,10 +49,9 @@ class MahjongBackend:
         options = {k: env_cfg[k] for k in ENV_OPTIONS if env_cfg.get(k) is not None}
         if not options.pop("league", False):
             return MahjongEnv(num_envs, device=device, **options)
-        if options.get("oracle_keep", 1.0) != 1.0:
+        if options.pop("oracle_keep", 1.0) != 1.0:
             raise ConfigError("env.oracle_keep with env.league=true: a league's learner sees what it reads; "
                               "accepted: env.oracle_keep=1.0 in a league")
-        options.pop("oracle_keep", None)
         for key in ("branch", "guide"):
             if options.pop(key, None) is not None:
                 raise ConfigError(f"env.{key} with env.league=true: a league has no {key}; accepted: "
