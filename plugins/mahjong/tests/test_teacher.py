@@ -264,7 +264,8 @@ def test_oracle_dropout_plays_a_share_of_decisions_blind_and_keeps_the_labels():
 
 
 @pytest.mark.parametrize("options", [dict(oracle=True, oracle_keep=1.5), dict(oracle_keep=0.5),
-                                     dict(oracle=True, oracle_keep="half")])
+                                     dict(oracle=True, oracle_keep="half"), dict(oracle=True, oracle_keep=[0.5]),
+                                     dict(oracle=True, oracle_keep=[1.0, -0.1]), dict(oracle_keep=[1.0, 0.0])])
 def test_oracle_dropout_rejects_bad_shares(options):
     with pytest.raises(ConfigError, match="env.oracle_keep"):
         MahjongEnv(1, **options)
@@ -273,3 +274,42 @@ def test_oracle_dropout_rejects_bad_shares(options):
 
         with pytest.raises(ConfigError, match="env.oracle_keep with env.league"):
             backend.make_env({"league": True, "oracle": True, "oracle_keep": 0.5}, num_envs=1)
+
+
+def test_a_scheduled_oracle_dropout_is_steered_per_rollout_by_the_teacher(tmp_path, monkeypatch):
+    """env.oracle_keep=[1.0, 0.0] over three rollouts: the teacher module sets the share to 1, 0.5
+    and 0 before the rollouts (through the real phase), and the env draws with it."""
+    from meeple.cli.train import train
+    from meeple.config.compose import compose_config
+
+    monkeypatch.chdir(tmp_path)
+    steered, shown = [], []
+    set_keep, drop = MahjongEnv.set_oracle_keep, MahjongEnv._drop_oracle
+    monkeypatch.setattr(MahjongEnv, "set_oracle_keep", lambda env, keep: (steered.append(keep), set_keep(env, keep)))
+    monkeypatch.setattr(MahjongEnv, "_drop_oracle", lambda env, td: (drop(env, td), shown.append(td["oracle_shown"])))
+    metrics = train(compose_config([
+        "+experiment=mahjong_drill", "env=mahjong", "env.oracle=true", "env.oracle_keep=[1.0,0.0]", "env.num_envs=8",
+        "phase.rollout_steps=8", "phase.total_frames=192", "phase.minibatch_size=32", "phase.callbacks.eval=null",
+        "tracking=none", "checkpoint=none", "callbacks.progress=null", "callbacks.curves=null", "hardware.torch_threads=1",
+    ]))
+    assert steered == [1.0, 0.5, 0.0, 0.0]  # before rollouts 0, 1, 2 (and a 4th that never comes)
+    assert len(shown) == 1 + 3 * 8  # the reset, then 8 steps a rollout
+    assert all(s.all() for s in shown[:9]) and not any(s.any() for s in shown[-8:])
+    assert 0.2 < torch.cat(shown[9:17]).float().mean() < 0.8
+    # the last rollout's first decisions were drawn at the end of the one before (0.5), the rest at 0
+    assert metrics["oracle/shown_fraction"] < 0.2
+
+
+def test_a_scheduled_oracle_dropout_needs_a_learner_that_steers_it(monkeypatch):
+    env = MahjongEnv(4, oracle=True, oracle_keep=[1.0, 0.0])
+    with pytest.raises(ConfigError, match="a schedule needs a learner that steers it"):
+        env.reset()
+    with pytest.raises(ConfigError, match="set_oracle_keep"):
+        MahjongEnv(4, oracle=True).set_oracle_keep(0.5)
+    with pytest.raises(ConfigError, match="set_oracle_keep"):
+        env.set_oracle_keep(1.5)
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # as in a collector worker
+    with pytest.raises(ConfigError, match="env.num_workers=1"):
+        _module(0.0).prepare_env(env)

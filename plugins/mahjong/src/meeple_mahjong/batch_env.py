@@ -57,6 +57,19 @@ from .tables import BOTS
 
 _ORACLE_SEED = 0x0D40  # the oracle dropout's draws: this, xor the env's seed
 
+
+def _keep_range(keep: Any, oracle: bool) -> tuple[float, float]:
+    """``env.oracle_keep`` as (start, end): one share, or a linear schedule [start, end] over the
+    phase's rollouts (Suphx decays its oracle features to zero). Below 1 only with the oracle."""
+    pair = list(keep) if isinstance(keep, Sequence) and not isinstance(keep, str) else [keep, keep]
+    shares = len(pair) == 2 and all(isinstance(k, int | float) and not isinstance(k, bool) and 0.0 <= k <= 1.0
+                                    for k in pair)
+    if not shares or (pair != [1.0, 1.0] and not oracle):
+        raise ConfigError(f"env.oracle_keep={keep!r}; accepted: a share in [0, 1] of the learner's decisions that "
+                          "see the oracle planes, or [start, end] (linear over the phase's rollouts), below 1 "
+                          "only with env.oracle=true")
+    return float(pair[0]), float(pair[1])
+
 RULE_KEYS = (
     "red_fives", "open_tanyao", "double_yakuman", "kazoe_yakuman", "kiriage", "east_only",
     "start_points", "return_points", "agari_yame", "bust_ends", "double_ron", "triple_ron_abort",
@@ -134,7 +147,7 @@ class MahjongEnv(EnvBase):
         score_scale: float = 1e-4,
         rank_reward: Sequence[float] = (0.9, 0.45, 0.0, -1.35),
         oracle: bool = False,
-        oracle_keep: float = 1.0,
+        oracle_keep: float | Sequence[float] = 1.0,
         hand_reward: str | None = None,
         opponent_policies: Mapping[str, Callable[..., torch.Tensor]] | None = None,
         opponent_checkpoints: Mapping[str, Any] | None = None,
@@ -190,27 +203,42 @@ class MahjongEnv(EnvBase):
             self._branch_options = BranchOptions.parse(branch)
             self._branch = BranchValues(self._branch_options, self._rules, self._sim_args)
             self._branch_gen = torch.Generator().manual_seed(0)
-        if oracle_keep != 1.0:
-            if not isinstance(oracle_keep, int | float) or not 0.0 <= oracle_keep < 1.0 or not oracle:
-                raise ConfigError(f"env.oracle_keep={oracle_keep!r}; accepted: a share in [0, 1] of the learner's "
-                                  "decisions that see the oracle planes, below 1 only with env.oracle=true")
-            self._oracle_keep = float(oracle_keep)
+        start, end = _keep_range(oracle_keep, oracle)
+        if (start, end) != (1.0, 1.0):
+            self._oracle_dropout, self._oracle_keep = True, start
+            if end != start:  # the learner steers it per rollout (OracleTeacherModule.prepare_env)
+                self.oracle_keep_range = (start, end)
             self._oracle_gen = torch.Generator().manual_seed(_ORACLE_SEED)
         self.observation_spec = observation_spec(num_envs, oracle=oracle, branch=branch is not None,
-                                                 guide=guide is not None, oracle_dropout=oracle_keep != 1.0,
+                                                 guide=guide is not None, oracle_dropout=self._oracle_dropout,
                                                  device=self.device)  # fmt: skip
 
     # -- the guide's choices (env.guide, meeple_mahjong.guide_ppo) --
     guide: str | None = None
 
-    # -- oracle dropout (env.oracle_keep < 1) --
+    # -- oracle dropout (env.oracle_keep < 1, or [start, end]) --
+    _oracle_dropout = False
     _oracle_keep = 1.0
+    oracle_keep_range: tuple[float, float] | None = None  # a schedule, until the learner steers it
+    _keep_steered = False
+
+    def set_oracle_keep(self, keep: float) -> None:
+        """The share of the learner's decisions that see the oracle planes from the next step on
+        (the teacher module sets it per rollout when ``env.oracle_keep`` is a [start, end] schedule)."""
+        if not self._oracle_dropout or not 0.0 <= keep <= 1.0:
+            raise ConfigError(f"set_oracle_keep({keep!r}); accepted: a share in [0, 1], on an env with "
+                              "oracle dropout (env.oracle_keep below 1 or [start, end])")
+        self._oracle_keep, self._keep_steered = float(keep), True
 
     def _drop_oracle(self, td: dict[str, torch.Tensor]) -> None:
         """Zero the oracle planes of a ``1 - oracle_keep`` share of the slots (one draw per slot and
         step): those decisions are played from the public planes, so PPO on them trains the
         network's public play (Suphx's oracle dropout, all or none per decision). The opponents'
         planes stay, unmasked, in ``oracle_truth``: the teacher module's dealing labels."""
+        if self.oracle_keep_range is not None and not self._keep_steered:
+            raise ConfigError(f"env.oracle_keep={list(self.oracle_keep_range)}: a schedule needs a learner that "
+                              "steers it per rollout; accepted: phase.module=meeple_mahjong.teacher."
+                              "OracleTeacherModule with an in-process collector (env.num_workers=1), or one share")
         full = td["oracle"]
         shown = torch.rand(len(full), 1, generator=self._oracle_gen) < self._oracle_keep
         td[SHOWN_KEY] = shown
@@ -311,7 +339,7 @@ class MahjongEnv(EnvBase):
         if self._branch is not None:  # which decisions branch, and the branches' own draws
             self._branch_gen.manual_seed(int(seed or 0) ^ 0xB4A7C4)
             self._branch.gen.manual_seed(int(seed or 0) ^ 0xC4B7)
-        if self._oracle_keep < 1.0:
+        if self._oracle_dropout:
             self._oracle_gen.manual_seed(int(seed or 0) ^ _ORACLE_SEED)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
@@ -407,7 +435,7 @@ class MahjongEnv(EnvBase):
         }
         if self.oracle:
             td["oracle"] = buf["oracle"]
-            if self._oracle_keep < 1.0:
+            if self._oracle_dropout:
                 self._drop_oracle(td)
         if self._branch is not None:
             td.update(self._branch_rows(buf))

@@ -17,11 +17,16 @@ logged with two diagnostics that also measure plain PPO (``safety_coef: 0``):
 With oracle dropout (``env.oracle_keep`` < 1: some decisions see all-zero oracle planes) the labels
 come from the env's unmasked ``oracle_truth`` and the dealing mass is also logged on the decisions
 played blind, ``oracle/dealing_mass_blind``: whether the public play learns what the oracle shows.
+With ``env.oracle_keep: [start, end]`` this module steers the share per rollout, linearly from
+start at the first rollout to end at the last (Suphx decays its oracle features to zero, so the
+network that ends the phase plays from the public planes); ``oracle/shown_fraction`` logs it.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -49,6 +54,30 @@ class OracleTeacherModule(PPOModule):
         super().__init__(*networks, **ppo)
         self.safety_coef = float(safety_coef)
         self.register_buffer("action_kinds", discard_kinds(), persistent=False)
+        self._steered: list[Any] = []  # envs whose oracle_keep follows a [start, end] schedule
+
+    # -- a scheduled oracle dropout (env.oracle_keep: [start, end]) --
+    def prepare_env(self, env: Any) -> None:
+        """Takes the steering of an env whose ``oracle_keep`` is a schedule (other envs: nothing)."""
+        if getattr(env, "oracle_keep_range", None) is None:
+            return
+        if multiprocessing.parent_process() is not None:  # a collector worker: its env never hears of later rollouts
+            raise ConfigError(f"env.oracle_keep={list(env.oracle_keep_range)} in a collector worker process: "
+                              "the schedule is steered by the learner; accepted: env.num_workers=1 (an "
+                              "in-process collector), or one share")
+        self._steered.append(env)
+        env.set_oracle_keep(self.scheduled_keep(env.oracle_keep_range, self.current_epoch))
+
+    def scheduled_keep(self, keep_range: tuple[float, float], rollout: int) -> float:
+        """Linear from start (rollout 0) to end (the phase's last rollout), then end."""
+        start, end = keep_range
+        last = max(int(self.trainer.max_epochs or 1) - 1, 1)
+        return start + (end - start) * min(rollout / last, 1.0)
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        super().training_step(batch, batch_idx)
+        for env in self._steered:  # the share the next rollout is collected with
+            env.set_oracle_keep(self.scheduled_keep(env.oracle_keep_range, self.current_epoch + 1))
 
     def _stem_weight(self, suffix: str) -> torch.nn.Parameter | None:
         weights = [p for name, p in self.actor.named_parameters() if name.endswith(suffix)]
@@ -104,6 +133,8 @@ class OracleTeacherModule(PPOModule):
         })
         if (oracle := self.oracle_stem()) is not None:
             metrics["oracle/stem_weight_norm"] = oracle.detach().norm()
+        if SHOWN_KEY in flat.keys():
+            metrics["oracle/shown_fraction"] = flat[SHOWN_KEY].float().mean()
         if "active" in flat.keys():
             metrics["train/active_fraction"] = flat["active"].float().mean()
         return metrics
