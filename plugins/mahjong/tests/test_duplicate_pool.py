@@ -133,3 +133,32 @@ def test_a_network_is_one_player_by_content_under_two_paths(tmp_path):
     with pytest.raises(dpool.PoolError, match="its challenger is"):
         dpool.pool([same[0], old])
     assert dpool.pool([same[0], network(b, "b4", "run1/gates/phase1.pt", None)])["game_indices"] == 4
+
+
+def test_across_runs_pools_different_networks_each_on_its_own_walls(tmp_path, capsys):
+    """--across-runs: side A is one player on seed 3 and another on seed 4 (a recipe's two training
+    seeds), side B likewise; refused without the flag, and with it the paired test over all four
+    samples, each side's players listed."""
+
+    def alone(name, who, seed):
+        out = tmp_path / f"{name}.json"
+        assert dup.main(["--challenger", who, "--opponent", "random", "--seed", seed, "--games", "2",
+                         "--out", str(out)]) == 0  # fmt: skip
+        return str(out)
+
+    a = [alone("a3", "rule-nofold", "3"), alone("a4", "rule", "4")]
+    b = [alone("b3", "rule", "3"), alone("b4", "rule-nofold", "4")]
+    capsys.readouterr()
+    assert dpool.main([*a, "--versus", *b]) == 2
+    assert "its challenger is 'rule'" in capsys.readouterr().err
+    out = tmp_path / "runs.json"
+    assert dpool.main(["--across-runs", *a, "--versus", *b, "--out", str(out)]) == 0
+    v = json.loads(out.read_text())
+    assert v["players"]["challenger"] == "rule-nofold + rule" and v["players"]["baseline"] == "rule + rule-nofold"
+    ranks = [json.loads(open(p).read())["challenger"]["per_index_rank"] for p in (*a, *b)]
+    diffs = [ranks[i][g] - ranks[i + 2][g] for i in (0, 1) for g in ranks[i]]
+    assert v["paired"]["n"] == 4 and v["paired"]["mean_diff"] == pytest.approx(sum(diffs) / 4)
+    assert v["indices_by_seed"] == {"3": 2, "4": 2}
+    # two summaries of the same walls still count once only
+    assert dpool.main(["--across-runs", a[0], b[0]]) == 2
+    assert "both hold game index" in capsys.readouterr().err

@@ -70,6 +70,7 @@ def _keep_range(keep: Any, oracle: bool) -> tuple[float, float]:
                           "only with env.oracle=true")
     return float(pair[0]), float(pair[1])
 
+
 RULE_KEYS = (
     "red_fives", "open_tanyao", "double_yakuman", "kazoe_yakuman", "kiriage", "east_only",
     "start_points", "return_points", "agari_yame", "bust_ends", "double_ron", "triple_ron_abort",

@@ -14,6 +14,11 @@ way into the challenger's t-test against 2.5.
 With ``--versus B.json ...`` the summaries' challenger is tested against B's challenger: two
 players evaluated separately (``duplicate --challenger X --opponent O --seed S --out``), paired
 over the walls both played.
+
+With ``--across-runs`` the summaries' challengers (and baselines) may be different networks, e.g.
+one recipe trained from two seeds, each evaluated on walls of its own: the samples pool as before
+(each (seed, game index) once) and the players print as their list. The test then conditions on
+those networks: it does not measure how much another training seed would differ.
 """
 
 from __future__ import annotations
@@ -98,10 +103,15 @@ def _side(summaries: Sequence[dict[str, Any]], role: str, ranks: list[float]) ->
     return out
 
 
-def _samples(paths: Sequence[Path], summaries: Sequence[dict[str, Any]],
-             same: Sequence[str]) -> dict[tuple[int, int], tuple[Path, str]]:  # fmt: skip
+_PER_RUN = ("challenger", "baseline")  # the players --across-runs lets differ between summaries
+
+
+def _samples(paths: Sequence[Path], summaries: Sequence[dict[str, Any]], same: Sequence[str],
+             across_runs: bool = False) -> dict[tuple[int, int], tuple[Path, str]]:  # fmt: skip
     """{(seed, game index): (its summary, the index's key)} over summaries whose ``same`` players
-    agree with the first's; a sample held twice is refused."""
+    agree with the first's (but the challenger and baseline, ``across_runs``); a sample held twice
+    is refused."""
+    same = [k for k in same if not (across_runs and k in _PER_RUN)]
     who = players(summaries[0])
     owner: dict[tuple[int, int], tuple[Path, str]] = {}
     for path, s in zip(paths, summaries, strict=True):
@@ -131,26 +141,32 @@ def _by_seed(samples: Sequence[tuple[int, int]]) -> dict[str, int]:
     return seeds
 
 
+def _names(summaries: Sequence[dict[str, Any]], key: str) -> str:
+    """The ``key`` players of the summaries, each once, in order (one name without --across-runs)."""
+    return " + ".join(dict.fromkeys(str(players(s)[key]) for s in summaries))
+
+
 def _rank(summaries: dict[Path, dict[str, Any]], role: str, where: tuple[Path, str]) -> float:
     return summaries[where[0]][role]["per_index_rank"][where[1]]
 
 
-def pool(paths: Sequence[Path]) -> dict[str, Any]:
+def pool(paths: Sequence[Path], across_runs: bool = False) -> dict[str, Any]:
     """The pooled comparison of the summaries at ``paths`` (PoolError: one clear line): paired
     when the first has a baseline (then all must), else :func:`_solo`."""
     paths = [Path(p) for p in paths]
     loaded = {p: _load(p) for p in paths}
     if "baseline" not in loaded[paths[0]]:
-        return _solo(paths, loaded)
+        return _solo(paths, loaded, across_runs)
     for path, s in loaded.items():
         _require_paired(path, s)
     summaries = list(loaded.values())
-    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "baseline", "opponent", "east_only"))
+    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "baseline", "opponent", "east_only"),
+                     across_runs)
     xa = [_rank(loaded, "challenger", w) for w in owner.values()]
     xb = [_rank(loaded, "baseline", w) for w in owner.values()]
     return {
         "summaries": [str(p) for p in paths],
-        "players": players(summaries[0]),
+        "players": {**players(summaries[0]), **{k: _names(summaries, k) for k in _PER_RUN}},
         "game_indices": len(xa),
         "indices_by_seed": _by_seed(list(owner)),
         "challenger": _side(summaries, "challenger", xa),
@@ -159,14 +175,14 @@ def pool(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def _solo(paths: Sequence[Path], loaded: dict[Path, dict[str, Any]]) -> dict[str, Any]:
+def _solo(paths: Sequence[Path], loaded: dict[Path, dict[str, Any]], across_runs: bool = False) -> dict[str, Any]:
     """Shards of one challenger-only evaluation (``duplicate --challenger X --opponent O --out``,
     no baseline) pooled: the challenger's side and the t-test of its per-index ranks against 2.5
     (``vs_even``), what one evaluation of all the samples would print."""
     summaries = list(loaded.values())
-    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "opponent", "east_only"))
+    owner = _samples(paths, summaries, ("challenger", "safe_challenger", "opponent", "east_only"), across_runs)
     ranks = [_rank(loaded, "challenger", w) for w in owner.values()]
-    who = players(summaries[0])
+    who = {**players(summaries[0]), "challenger": _names(summaries, "challenger")}
     return {
         "summaries": [str(p) for p in paths],
         "players": {k: who[k] for k in ("challenger", "opponent", "east_only")},
@@ -177,7 +193,7 @@ def _solo(paths: Sequence[Path], loaded: dict[Path, dict[str, Any]]) -> dict[str
     }
 
 
-def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
+def versus(paths_a: Sequence[Path], paths_b: Sequence[Path], across_runs: bool = False) -> dict[str, Any]:
     """A's challenger against B's, each from its own evaluations (``--out`` of
     ``duplicate --challenger``, baseline or not) on the same walls: the paired test over the
     (seed, game index) samples, which both sides must hold alike. The result's ``challenger`` is
@@ -186,7 +202,8 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     for paths in (paths_a, paths_b):
         paths = [Path(p) for p in paths]
         loaded = {p: _load(p) for p in paths}
-        owner = _samples(paths, list(loaded.values()), ("challenger", "safe_challenger", "opponent", "east_only"))
+        owner = _samples(paths, list(loaded.values()), ("challenger", "safe_challenger", "opponent", "east_only"),
+                         across_runs)
         sides.append((paths, loaded, owner))
     (pa, la, oa), (pb, lb, ob) = sides
     a, b = players(la[pa[0]]), players(lb[pb[0]])
@@ -203,7 +220,8 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path]) -> dict[str, Any]:
     xb = [_rank(lb, "challenger", ob[k]) for k in keys]
     return {
         "summaries": {"a": [str(p) for p in pa], "b": [str(p) for p in pb]},
-        "players": {"challenger": a["challenger"], "baseline": b["challenger"], "opponent": a["opponent"],
+        "players": {"challenger": _names(list(la.values()), "challenger"),
+                    "baseline": _names(list(lb.values()), "challenger"), "opponent": a["opponent"],
                     "east_only": a["east_only"]},  # fmt: skip
         "game_indices": len(keys),
         "indices_by_seed": _by_seed(keys),
@@ -224,10 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--versus", type=Path, nargs="+", default=None, metavar="SUMMARY",
                    help="test the summaries' challenger against these summaries' challenger on the same walls "
                         "(no baseline needed)")  # fmt: skip
+    p.add_argument("--across-runs", action="store_true",
+                   help="the challengers (and baselines) may differ between summaries, e.g. one recipe's "
+                        "training seeds, each on walls of its own; the test conditions on those networks")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="write the pooled summary JSON here")
     a = p.parse_args(argv)
     try:
-        pooled = versus(a.summaries, a.versus) if a.versus else pool(a.summaries)
+        pooled = (versus(a.summaries, a.versus, a.across_runs) if a.versus
+                  else pool(a.summaries, a.across_runs))  # fmt: skip
     except PoolError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
