@@ -50,6 +50,7 @@ def test_the_command_serves_a_game_until_ctrl_c(tmp_path):
     paths = [str(declared_entry_points(tmp_path / "meta")), str(REPO / "src"),
              *(str(p) for p in sorted((REPO / "plugins").glob("*/src"))), env.get("PYTHONPATH", "")]  # fmt: skip
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["PYTHONFAULTHANDLER"] = "1"  # a SIGABRT makes it print every thread's stack (see the end)
     proc = subprocess.Popen([sys.executable, "-m", "meeple.play", str(ckpt), "--seat", "1", "--simulations", "8"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -65,5 +66,12 @@ def test_the_command_serves_a_game_until_ctrl_c(tmp_path):
         assert status == 400 and "not legal" in refused["error"]
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Seen once in a full suite run (2026-12-07), not reproduced in 60 tries under load:
+            # the command then did not exit within 30 s of Ctrl-C. Say where it stood.
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"meeple.play did not exit 30 s after Ctrl-C; its stderr and threads:\n{err[-8000:]}") from None
     assert code == 0
