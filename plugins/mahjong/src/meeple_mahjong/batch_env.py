@@ -236,10 +236,6 @@ class MahjongEnv(EnvBase):
         step): those decisions are played from the public planes, so PPO on them trains the
         network's public play (Suphx's oracle dropout, all or none per decision). The opponents'
         planes stay, unmasked, in ``oracle_truth``: the teacher module's dealing labels."""
-        if self.oracle_keep_range is not None and not self._keep_steered:
-            raise ConfigError(f"env.oracle_keep={list(self.oracle_keep_range)}: a schedule needs a learner that "
-                              "steers it per rollout; accepted: phase.module=meeple_mahjong.teacher."
-                              "OracleTeacherModule with an in-process collector (env.num_workers=1), or one share")
         full = td["oracle"]
         shown = torch.rand(len(full), 1, generator=self._oracle_gen) < self._oracle_keep
         td[SHOWN_KEY] = shown
@@ -344,6 +340,11 @@ class MahjongEnv(EnvBase):
             self._oracle_gen.manual_seed(int(seed or 0) ^ _ORACLE_SEED)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        # checked at resets, not per step: a learner steers before the first one
+        if self.oracle_keep_range is not None and not self._keep_steered:
+            raise ConfigError(f"env.oracle_keep={list(self.oracle_keep_range)}: a schedule needs a learner that "
+                              "steers it per rollout; accepted: phase.module=meeple_mahjong.teacher."
+                              "OracleTeacherModule with an in-process collector (env.num_workers=1), or one share")
         tables = None
         if tensordict is not None and "_reset" in tensordict.keys():
             slots = tensordict["_reset"].reshape(self.num_tables, -1)
