@@ -20,7 +20,7 @@ from meeple.checkpoint.io import load_verified
 from meeple.checkpoint.retention import LATEST
 from meeple.checkpoint.run_dir import find_latest_run
 from meeple.cli.train import train
-from meeple.errors import ConfigError, GateFailed
+from meeple.errors import ConfigError, GateFailed, MeepleError
 from meeple.tracking.mlflow import PARENT_RUN_TAG, store_uri
 from meeple.tracking.uri import absolute_sqlite_uri
 from tests.checkpoint.helpers import SimulatedCrash
@@ -193,6 +193,11 @@ def test_one_stage_from_another_runs_gate(compose, in_tmp):
     base = [*TWO_STAGES, "tracking=none", "task_name=only"]
     with pytest.raises(ConfigError, match=r"no run of experiment 'default' .* has gates/a\.pt, which phase 0 \(a\) writes"):
         train(compose([*base, "+pipeline.start=b"]))
+    # a mistyped or empty source names the setting it came from (not resume_dir)
+    with pytest.raises(MeepleError, match=r"^pipeline.source='nowhere' is not a run directory \(no run.json\)$"):
+        train(compose([*base, "+pipeline.start=b", "+pipeline.source=nowhere"]))
+    with pytest.raises(MeepleError, match=r"^pipeline.source is empty; accepted: a run directory"):
+        train(compose([*base, "+pipeline.start=b", "+pipeline.source="]))
     assert not Path("outputs/runs").exists() or not any(Path("outputs/runs").iterdir())
     train(compose([*base, "+pipeline.only=a"]))
     first = run_of("only")

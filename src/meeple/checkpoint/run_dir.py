@@ -91,13 +91,16 @@ class RunDirectory:
         write_text_atomic(self.path / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> RunDirectory:
+    def open(cls, path: str | os.PathLike, *, setting: str = "resume_dir") -> RunDirectory:
+        """The run in ``path``; ``setting`` is the config key that named it, for the error."""
+        if not str(path).strip():
+            raise MeepleError(f"{setting} is empty; accepted: a run directory (outputs/runs/<run id>)")
         path = Path(path)
         try:
             record = json.loads((path / RUN_FILE).read_text())
             return cls(path=path, **record)
         except FileNotFoundError:
-            raise MeepleError(f"resume_dir={str(path)!r} is not a run directory (no {RUN_FILE})") from None
+            raise MeepleError(f"{setting}={str(path)!r} is not a run directory (no {RUN_FILE})") from None
         except (ValueError, TypeError) as err:
             raise MeepleError(f"{path / RUN_FILE} is unreadable ({err})") from None
 

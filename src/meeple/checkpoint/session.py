@@ -169,7 +169,7 @@ def follow_session(identity: RunIdentity, policy: CheckpointPolicy | None, track
         raise ConfigError(f"rank {rank} of a multi-process run needs rank 0's run directory in MEEPLE_RUN_DIR "
                           "(rank 0 sets it for the processes it starts; on another machine set it to the "
                           "directory rank 0 printed, on a filesystem both share: docs/scaling.md)")
-    return RunSession(identity, policy, tracking, stages=stages, follow=RunDirectory.open(run_dir))
+    return RunSession(identity, policy, tracking, stages=stages, follow=RunDirectory.open(run_dir, setting="MEEPLE_RUN_DIR"))
 
 
 def _find_run(identity: RunIdentity, root: Path) -> RunDirectory:

@@ -312,7 +312,7 @@ def _source_run(plan: Plan, session: RunSession | None) -> RunDirectory:
     experiment = plan.source.experiment
     named = plan.source.run
     if named is not None:
-        source = RunDirectory.open(named)
+        source = RunDirectory.open(named, setting="pipeline.source")
         missing = [g for g in gates if not (source.path / g).is_file()]
         if missing:
             raise ConfigError(f"pipeline.source={named} has no {missing[0]}; accepted: a run of experiment "
