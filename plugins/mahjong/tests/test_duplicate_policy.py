@@ -4,6 +4,7 @@ PPO checkpoint from ``python train.py env=mahjong debug=tiny`` evaluated end to 
 
 import hashlib
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -381,3 +382,40 @@ def test_a_sampled_challenger_is_its_own_player_and_a_cold_one_plays_the_argmax(
         with pytest.raises(SystemExit):
             dup.main(bad)
         assert "--sample" in capsys.readouterr().err
+
+
+def test_readiness_checks_the_design_gate_on_the_challenger(run_dir, tmp_path, capsys):
+    """--readiness checks from_student_ready.yaml's conditions on the challenger: a network
+    against copies of itself places exactly 2.5 with no t-test, so it fails (exit 1); the JSON and
+    the printed lines say which conditions hold. A bot opponent is refused."""
+    from meeple_mahjong.readiness import readiness_gates
+
+    out = tmp_path / "ready.json"
+    argv = ["--challenger", str(run_dir), "--opponent", str(run_dir), "--games", "2", "--east-only",
+            "--readiness", "--out", str(out)]
+    assert dup.main(argv) == 1
+    s = json.loads(out.read_text())
+    ch, verdict = s["challenger"], s["readiness"]
+    assert verdict["passed"] is False
+    assert [c["metric"] for c in verdict["checks"]] == [g.metric for g in readiness_gates()]
+    by_name = {c["metric"].removeprefix("eval/vs_start_"): c for c in verdict["checks"]}
+    assert by_name["avg_rank"]["value"] == 2.5 and by_name["avg_rank"]["passed"] is False
+    assert math.isnan(by_name["p_value"]["value"]) and by_name["p_value"]["passed"] is False
+    assert by_name["win_rate"]["value"] == ch["win_rate"]
+    assert by_name["win_rate"]["passed"] is (ch["win_rate"] >= 0.21)
+    if ch["deal_in_rate"]:
+        assert ch["win_per_deal_in"] == pytest.approx(ch["win_rate"] / ch["deal_in_rate"])
+    printed = capsys.readouterr().out
+    assert "readiness gate (from_student_ready.yaml): FAILED" in printed
+    assert "  avg_rank         2.5 <= 2.45: FAIL" in printed
+    with pytest.raises(SystemExit) as stop:
+        dup.main(["--challenger", str(run_dir), "--opponent", "rule", "--readiness"])
+    assert stop.value.code == 2
+    assert "--opponent must be phase 1's gate" in capsys.readouterr().err
+
+
+def test_wins_per_deal_in():
+    assert dup.win_per_deal_in(3, 2) == 1.5
+    assert dup.win_per_deal_in(0.2, 0.1) == pytest.approx(2.0)
+    assert dup.win_per_deal_in(1, 0) == math.inf
+    assert math.isnan(dup.win_per_deal_in(0, 0))

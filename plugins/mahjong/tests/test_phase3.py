@@ -190,3 +190,39 @@ def test_league_collectors(overrides, error):
     else:
         with pytest.raises(ConfigError, match=error):
             plan_run(cfg)
+
+
+def test_the_readiness_gate_keeps_an_unready_student_from_the_league(mahjong_runs, tmp_path):
+    """transition=from_student_ready checks the design's five readiness conditions on the
+    student's in-run evaluation against copies of phase 1; a tiny student fails, and the league
+    does not start (the recipe's full sizes: the gate stops it before anything is built): one line
+    names each failed condition, the record lists all five."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from meeple.pipeline.transition import gate_checks
+    from meeple_mahjong.readiness import readiness_gates
+
+    phase2 = mahjong_runs["phase2"]
+    metrics = load_gate(phase2 / "gates" / "student.pt")["metrics"]
+    expected = gate_checks(readiness_gates(), metrics)  # the student recorded every gate metric
+    assert [c["metric"].removeprefix("eval/vs_start_") for c in expected] == [
+        "avg_rank", "p_value", "deal_in_rate", "win_rate", "win_per_deal_in"]
+    assert not all(c["passed"] for c in expected)  # a tiny student is not ready
+    train = Path(__file__).resolve().parents[3] / "train.py"
+    done = subprocess.run([sys.executable, str(train), "+experiment=phase3", f"pipeline.source={phase2}",
+                           "transition@pipeline.stages.league.transition=from_student_ready",
+                           "tracking=none"],  # not debug=tiny: it lowers the league's gate
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode != 0
+    failed = [c for c in expected if not c["passed"]]
+    line = next(x for x in done.stderr.splitlines() if "gate failed" in x)
+    for c in failed:
+        assert f"{c['metric']} = {c['value']:.6g}, needs {c['op']} {c['threshold']:g}" in line
+    assert line.endswith("league) did not start")
+    (run,) = (tmp_path / "outputs" / "runs").iterdir()
+    record = json.loads(next(run.glob("phase*/gate.json")).read_text())
+    assert record["passed"] is False
+    assert json.dumps(record["checks"]) == json.dumps(expected)  # as text: a nan value equals itself
+    assert not (run / "phase3" / "checkpoints").exists()

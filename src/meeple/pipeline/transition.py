@@ -103,6 +103,17 @@ def _load_stage_gate(run_dir: RunDirectory, stage: Any, label: str, experiment: 
         raise ConfigError(f"{label}: the gate {path} is unusable ({err}); no fallback: rerun {stage.label}") from None
 
 
+def gate_checks(gates: list[Gate], metrics: dict[str, float]) -> list[dict[str, Any]]:
+    """Each condition with the value ``metrics`` holds for it and whether it passed (a nan value
+    fails every comparison); every gate metric must be in ``metrics``."""
+    checks = []
+    for gate in gates:
+        value = float(metrics[gate.metric])
+        checks.append(dict(metric=gate.metric, value=value, op=gate.op, threshold=gate.threshold,
+                           passed=bool(_OPS[gate.op](value, gate.threshold))))
+    return checks
+
+
 def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, record_path: Path, *,
                previous_label: str, label: str) -> None:
     """Raise GateFailed (one line: stage, metric, value, threshold) unless every condition holds;
@@ -114,11 +125,7 @@ def check_gate(gates: Gate | list[Gate], metrics: dict[str, float], path: Path, 
             f"gate before {label}: {previous_label} recorded no {missing[0]!r} in {path.name}; recorded: "
             f"{', '.join(sorted(metrics)) or 'nothing'}"
         )
-    checks = []
-    for gate in gates:
-        value = float(metrics[gate.metric])
-        checks.append(dict(metric=gate.metric, value=value, op=gate.op, threshold=gate.threshold,
-                           passed=bool(_OPS[gate.op](value, gate.threshold))))
+    checks = gate_checks(gates, metrics)
     passed = all(c["passed"] for c in checks)
     # One condition keeps the flat record of earlier versions; several list their checks.
     record = dict(checks[0]) if len(checks) == 1 else dict(checks=checks)

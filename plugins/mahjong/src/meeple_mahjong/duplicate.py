@@ -90,9 +90,18 @@ class _Side:
             "win_rate": self.wins / h,
             "tsumo_rate": self.tsumo / h,
             "deal_in_rate": self.deal_ins / h,
+            "win_per_deal_in": win_per_deal_in(self.wins, self.deal_ins),
             "riichi_rate": self.riichi / h,
             "call_rate": self.calls / h,
         }
+
+
+def win_per_deal_in(wins: float, deal_ins: float) -> float:
+    """Hands won per hand dealt into, from counts or per-hand rates (the readiness gate asks
+    >= 1.5): inf with wins and no deal-in, nan with neither (a gate on it then fails)."""
+    if deal_ins:
+        return wins / deal_ins
+    return math.inf if wins else math.nan
 
 
 def mean_ci95(xs: Sequence[float]) -> tuple[float, float]:
@@ -269,6 +278,10 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--first-game", type=int, default=0, help="first game index")
     p.add_argument("--east-only", action="store_true", help="East-only games (default East-South)")
     p.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
+    p.add_argument("--readiness", action="store_true",
+                   help="check the design's phase-2 readiness gate on the challenger (conditions: "
+                   "meeple_mahjong/conf/transition/from_student_ready.yaml); --opponent must be phase "
+                   "1's gate. Exit status 1 when a condition fails")  # fmt: skip
     a = p.parse_args(argv)
     a.sources = {}  # role -> checkpoint path of the network that plays it
     for role in _ROLES:
@@ -290,6 +303,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     if a.blind_challenger and ("challenger" not in a.sources or a.safe_challenger):
         p.error("--blind-challenger needs a network challenger that reads the oracle planes, "
                 "and no --safe-challenger (whose rule reads them)")
+    if a.readiness and "opponent" not in a.sources:
+        p.error("--readiness checks a player against three copies of phase 1: --opponent must be "
+                "phase 1's gate (a checkpoint or run directory), not a bot")
     if a.checkpoint is not None and POLICY_PLAYER not in (a.challenger, a.opponent, a.baseline):
         p.error(
             f"--checkpoint is used only with --challenger {POLICY_PLAYER} or --opponent {POLICY_PLAYER}"
@@ -308,7 +324,7 @@ def _fmt(side: dict[str, Any]) -> str:
     return (
         f"avg rank {side['avg_rank']:.3f}, 1st {side['first_rate']:.3f}, "
         f"score {side['avg_score']:.0f}, win {side['win_rate']:.3f}, "
-        f"deal-in {side['deal_in_rate']:.3f}, riichi {side['riichi_rate']:.3f}, "
+        f"deal-in {side['deal_in_rate']:.3f} (win/deal-in {side['win_per_deal_in']:.2f}), riichi {side['riichi_rate']:.3f}, "
         f"calls {side['call_rate']:.3f} (per hand)"
     )
 
@@ -433,10 +449,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["paired"] = paired
         print(f"baseline   {a.baseline}: {_fmt(base)}")
         print(paired_line(paired))
+    ready = True
+    if a.readiness:
+        from .readiness import check_readiness, readiness_lines  # torch, through the core's gates
+
+        summary["readiness"] = check_readiness(ch)
+        ready = summary["readiness"]["passed"]
+        print("\n".join(readiness_lines(summary["readiness"])))
     if a.out:
         write_json_atomic(a.out, summary)
         print(f"wrote {a.out}")
-    return 0
+    return 0 if ready else 1
 
 
 if __name__ == "__main__":

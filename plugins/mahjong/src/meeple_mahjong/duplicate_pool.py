@@ -33,7 +33,7 @@ from meeple.cli.parsing import OneLineParser
 from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 
-from .duplicate import even_test, paired_line, paired_test
+from .duplicate import even_test, paired_line, paired_test, win_per_deal_in
 
 _RATES = ("win_rate", "deal_in_rate", "riichi_rate", "call_rate")
 
@@ -100,6 +100,7 @@ def _side(summaries: Sequence[dict[str, Any]], role: str, ranks: list[float]) ->
                            "avg_rank": sum(ranks) / len(ranks)}  # fmt: skip
     for k in _RATES:  # per hand, so weighted by each summary's hands
         out[k] = sum(s[role][k] * s[role]["hands"] for s in summaries) / max(hands, 1)
+    out["win_per_deal_in"] = win_per_deal_in(out["win_rate"], out["deal_in_rate"])  # the hands cancel
     return out
 
 
@@ -233,7 +234,7 @@ def versus(paths_a: Sequence[Path], paths_b: Sequence[Path], across_runs: bool =
 
 def _fmt(side: dict[str, Any]) -> str:
     return (f"avg rank {side['avg_rank']:.3f}, win {side['win_rate']:.3f}, "
-            f"deal-in {side['deal_in_rate']:.3f} (per hand)")  # fmt: skip
+            f"deal-in {side['deal_in_rate']:.3f} (per hand), win/deal-in {side['win_per_deal_in']:.2f}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

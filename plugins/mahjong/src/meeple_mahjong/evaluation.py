@@ -28,7 +28,8 @@ prefixes measure against several opponents, e.g. ``duplicate`` (``eval/``, rule 
   rotations of one index share walls, so the index is the independent sample);
 - ``<prefix>rank_points`` (mean of 90 / 45 / 0 / -135 by placement), ``<prefix>first_rate``;
 - per hand: ``<prefix>win_rate``, ``<prefix>deal_in_rate``, ``<prefix>riichi_rate``,
-  ``<prefix>call_rate``; ``<prefix>games`` (game indices);
+  ``<prefix>call_rate``; ``<prefix>win_per_deal_in`` (hands won per hand dealt into);
+  ``<prefix>games`` (game indices);
 - against a network (``start`` or a checkpoint) also ``<prefix>effect`` = 2.5 - avg_rank
   (> 0: the policy is better) and ``<prefix>p_value``, the two-sided one-sample t-test of the
   per-index average ranks against 2.5 (`even_metrics`; the duplicate makes 2.5 the null of a
@@ -104,6 +105,7 @@ def duplicate_metrics(stats: DuplicateStats) -> dict[str, float]:
         "first_rate": ch["first_rate"],
         "win_rate": ch["win_rate"],
         "deal_in_rate": ch["deal_in_rate"],
+        "win_per_deal_in": ch["win_per_deal_in"],
         "riichi_rate": ch["riichi_rate"],
         "call_rate": ch["call_rate"],
         "games": float(summary["game_indices"]),
