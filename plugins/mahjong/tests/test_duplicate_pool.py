@@ -162,3 +162,44 @@ def test_across_runs_pools_different_networks_each_on_its_own_walls(tmp_path, ca
     # two summaries of the same walls still count once only
     assert dpool.main(["--across-runs", a[0], b[0]]) == 2
     assert "both hold game index" in capsys.readouterr().err
+
+
+def test_readiness_on_pooled_shards_reads_what_the_whole_evaluation_reads(tmp_path, capsys):
+    """--readiness checks the pooled challenger of challenger-only shards: the same values and
+    verdict as `duplicate --readiness` on the evaluation they split. The shards here play three
+    random bots and are relabelled as played against a network (what --readiness requires); a bot
+    opponent and a paired pool are refused in one line."""
+    from meeple_mahjong.readiness import check_readiness
+
+    solo = ["--challenger", "rule", "--opponent", "rule-nofold", "--seed", "3"]
+
+    def shard(name, *extra, network=True):
+        out = tmp_path / f"{name}.json"
+        assert dup.main([*solo, *extra, "--out", str(out)]) == 0
+        s = json.loads(out.read_text())
+        if network:
+            s["opponent_policy"] = {"checkpoint": "runs/x/gates/phase1.pt"}
+        out.write_text(json.dumps(s))
+        return out
+
+    whole = json.loads(shard("whole", "--games", "4").read_text())
+    expected = check_readiness(whole["challenger"])
+    assert whole["challenger"]["vs_even"] is not None  # a p-value to pool, not nan on both sides
+    a, b = shard("a", "--games", "2"), shard("b", "--games", "2", "--first-game", "2")
+    out = tmp_path / "pooled.json"
+    capsys.readouterr()
+    code = dpool.main([str(a), str(b), "--readiness", "--out", str(out)])
+    assert code == (0 if expected["passed"] else 1)
+    got = json.loads(out.read_text())["readiness"]
+    assert [c["passed"] for c in got["checks"]] == [c["passed"] for c in expected["checks"]]
+    for mine, theirs in zip(got["checks"], expected["checks"], strict=True):
+        assert mine["metric"] == theirs["metric"] and mine["value"] == pytest.approx(theirs["value"], nan_ok=True)
+    assert "readiness gate (from_student_ready.yaml)" in capsys.readouterr().out
+    bots = shard("bots", "--games", "2", "--first-game", "4", network=False)
+    paired = _run(tmp_path, "paired", "--games", "2")
+    capsys.readouterr()
+    for paths, message in [([bots], "the opponent is the 'rule-nofold' bot"),
+                           ([paired], "--readiness pools challenger-only shards")]:
+        assert dpool.main([*map(str, paths), "--readiness"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1

@@ -34,6 +34,7 @@ from meeple.errors import MeepleError
 from meeple.jsonio import write_json_atomic
 
 from .duplicate import even_test, paired_line, paired_test, win_per_deal_in
+from .tables import BOTS
 
 _RATES = ("win_rate", "deal_in_rate", "riichi_rate", "call_rate")
 
@@ -247,10 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the challengers (and baselines) may differ between summaries, e.g. one recipe's "
                         "training seeds, each on walls of its own; the test conditions on those networks")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="write the pooled summary JSON here")
+    p.add_argument("--readiness", action="store_true",
+                   help="check the phase-2 readiness gate (duplicate --readiness) on the pooled challenger "
+                        "of challenger-only shards against phase 1's gate; exit status 1 when a condition fails")  # fmt: skip
     a = p.parse_args(argv)
     try:
         pooled = (versus(a.summaries, a.versus, a.across_runs) if a.versus
                   else pool(a.summaries, a.across_runs))  # fmt: skip
+        if a.readiness:
+            _require_readiness_pool(pooled)
     except PoolError as err:
         print(f"meeple: error: {err}", file=sys.stderr)
         return 2
@@ -266,10 +272,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"{'versus' if a.versus else 'baseline':<10} {who['baseline']}: {_fmt(pooled['baseline'])}")
         print(paired_line(pooled["paired"], b="versus" if a.versus else "baseline"))
+    ready = True
+    if a.readiness:
+        from .readiness import check_readiness, readiness_lines  # torch, through the core's gates
+
+        pooled["readiness"] = check_readiness({**pooled["challenger"], "vs_even": pooled["vs_even"]})
+        ready = pooled["readiness"]["passed"]
+        print("\n".join(readiness_lines(pooled["readiness"])))
     if a.out:
         write_json_atomic(a.out, pooled)
         print(f"wrote {a.out}")
-    return 0
+    return 0 if ready else 1
+
+
+def _require_readiness_pool(pooled: dict[str, Any]) -> None:
+    """--readiness reads a challenger against three copies of phase 1: shards of one
+    challenger-only evaluation whose opponent is a network."""
+    if "vs_even" not in pooled:
+        raise PoolError("--readiness pools challenger-only shards (duplicate --challenger X --opponent <phase 1> "
+                        "--out, no --baseline) without --versus")  # fmt: skip
+    if pooled["players"]["opponent"] in BOTS:
+        raise PoolError(f"--readiness: the opponent is the {pooled['players']['opponent']!r} bot; accepted: "
+                        "summaries against phase 1's gate (a checkpoint or run directory)")  # fmt: skip
 
 
 if __name__ == "__main__":
