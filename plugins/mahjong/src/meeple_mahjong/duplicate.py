@@ -451,11 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(paired_line(paired))
     ready = True
     if a.readiness:
-        from .readiness import check_readiness, readiness_lines  # torch, through the core's gates
+        from .readiness import report_readiness  # torch, through the core's gates
 
-        summary["readiness"] = check_readiness(ch)
+        summary["readiness"] = report_readiness(ch)
         ready = summary["readiness"]["passed"]
-        print("\n".join(readiness_lines(summary["readiness"])))
     if a.out:
         write_json_atomic(a.out, summary)
         print(f"wrote {a.out}")

@@ -274,11 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(paired_line(pooled["paired"], b="versus" if a.versus else "baseline"))
     ready = True
     if a.readiness:
-        from .readiness import check_readiness, readiness_lines  # torch, through the core's gates
+        from .readiness import report_readiness  # torch, through the core's gates
 
-        pooled["readiness"] = check_readiness({**pooled["challenger"], "vs_even": pooled["vs_even"]})
+        pooled["readiness"] = report_readiness({**pooled["challenger"], "vs_even": pooled["vs_even"]})
         ready = pooled["readiness"]["passed"]
-        print("\n".join(readiness_lines(pooled["readiness"])))
     if a.out:
         write_json_atomic(a.out, pooled)
         print(f"wrote {a.out}")

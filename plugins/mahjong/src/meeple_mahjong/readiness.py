@@ -54,3 +54,11 @@ def readiness_lines(verdict: dict[str, Any]) -> list[str]:
             f"{'pass' if c['passed'] else 'FAIL'}"
         )
     return lines
+
+
+def report_readiness(challenger: dict[str, Any]) -> dict[str, Any]:
+    """Check the gate on ``challenger``, print its lines, return the verdict (the commands'
+    ``--readiness``)."""
+    verdict = check_readiness(challenger)
+    print("\n".join(readiness_lines(verdict)))
+    return verdict
