@@ -4,6 +4,9 @@ run's student, seats its latest copy, snapshots and two anchors (the student and
 (conftest.mahjong_runs runs both experiments)."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +14,8 @@ import torch
 from meeple.checkpoint.callback import load_gate
 from meeple.checkpoint.io import load_verified, save_atomic
 from meeple.checkpoint.pool import OpponentPool
+
+TRAIN = str(Path(__file__).resolve().parents[3] / "train.py")
 
 
 @pytest.fixture(scope="module")
@@ -197,10 +202,6 @@ def test_the_readiness_gate_keeps_an_unready_student_from_the_league(mahjong_run
     student's in-run evaluation against copies of phase 1; a tiny student fails, and the league
     does not start (the recipe's full sizes: the gate stops it before anything is built): one line
     names each failed condition, the record lists all five."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from meeple.pipeline.transition import gate_checks
     from meeple_mahjong.readiness import readiness_gates
 
@@ -210,8 +211,7 @@ def test_the_readiness_gate_keeps_an_unready_student_from_the_league(mahjong_run
     assert [c["metric"].removeprefix("eval/vs_start_") for c in expected] == [
         "avg_rank", "p_value", "deal_in_rate", "win_rate", "win_per_deal_in"]
     assert not all(c["passed"] for c in expected)  # a tiny student is not ready
-    train = Path(__file__).resolve().parents[3] / "train.py"
-    done = subprocess.run([sys.executable, str(train), "+experiment=phase3", f"pipeline.source={phase2}",
+    done = subprocess.run([sys.executable, TRAIN, "+experiment=phase3", f"pipeline.source={phase2}",
                            "transition@pipeline.stages.league.transition=from_student_ready",
                            "tracking=none"],  # not debug=tiny: it lowers the league's gate
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
