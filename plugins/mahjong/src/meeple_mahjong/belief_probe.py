@@ -9,7 +9,8 @@ bots, as in ``distill_targets``) the oracle planes label each legal discard kind
 safe (:func:`meeple_mahjong.safety.ron_kinds`), and the probe reports:
 
 - the ranking quality of the belief: AUC over every legal kind, and *within* the decisions that
-  offer a dealing and a safe discard (the pairs of one decision: the choice a policy faces);
+  offer a dealing and a safe discard (the pairs of one decision: the choice a policy faces), with
+  95% bootstrap intervals over those decisions and the paired difference to the rules below;
 - what it is worth to a policy: the reference's discard logits shifted by ``w * log(1 - p)``
   (public) or by ``-w`` on the dealing kinds (the oracle's labels, a perfect belief), as the
   mass left on dealing discards against the KL paid to the reference, for a range of ``w``.
@@ -50,6 +51,7 @@ from .specs import NUM_ACTIONS, SEAT_PLANE_BASE, SEAT_PLANES, opponents_in_riich
 PUBLIC_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 ORACLE_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 RULES = "rules"  # --belief rules: rule_belief, no network
+BOOTSTRAP = 1000  # resamples of the decisions for the within-decision intervals
 
 # Public planes (docs/mahjong_encoding.md) the rules read; opponent i = relative seat 1..3.
 _MELD_TILES = 9  # plane SEAT_PLANE_BASE + SEAT_PLANES * i + j
@@ -129,13 +131,36 @@ def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def _within_parts(scores: torch.Tensor, dealing: torch.Tensor, safe: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per decision: the (dealing, safe) pairs the dealing kind wins (ties half), and the pairs."""
+    pair = dealing.unsqueeze(-1) & safe.unsqueeze(-2)
+    greater = ((scores.unsqueeze(-1) > scores.unsqueeze(-2)) & pair).sum((-2, -1))
+    ties = ((scores.unsqueeze(-1) == scores.unsqueeze(-2)) & pair).sum((-2, -1))
+    return greater.double() + 0.5 * ties.double(), (dealing.sum(-1) * safe.sum(-1)).double()
+
+
 def _within(scores: torch.Tensor, dealing: torch.Tensor, safe: torch.Tensor) -> float:
     """Over the pairs (dealing kind, safe kind) of one decision, the chance the dealing kind
     scores higher (ties half): the ranking a policy uses when it chooses among its discards."""
-    greater = (scores.unsqueeze(-1) > scores.unsqueeze(-2)) & dealing.unsqueeze(-1) & safe.unsqueeze(-2)
-    ties = (scores.unsqueeze(-1) == scores.unsqueeze(-2)) & dealing.unsqueeze(-1) & safe.unsqueeze(-2)
-    pairs = (dealing.sum(-1) * safe.sum(-1)).sum()
-    return float((greater.sum() + 0.5 * ties.sum()) / pairs)
+    won, pairs = _within_parts(scores, dealing, safe)
+    return float(won.sum() / pairs.sum())
+
+
+def within_intervals(scores: dict[str, torch.Tensor], dealing: torch.Tensor, safe: torch.Tensor,
+                     resamples: int = BOOTSTRAP, seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
+    """95% bootstrap intervals (decisions resampled with replacement) of each scorer's
+    within-decision AUC and of each one's difference to the first scorer, paired: every scorer
+    is read on the same resampled decisions, so the difference's interval is narrower than the
+    two AUCs' intervals suggest. Keys: the scorer's name, and ``"<name> - <first>"``."""
+    parts = {name: _within_parts(s, dealing, safe) for name, s in scores.items()}
+    gen = torch.Generator().manual_seed(seed)
+    n = len(dealing)
+    picks = torch.randint(0, n, (resamples, n), generator=gen)
+    weights = torch.zeros(resamples, n, dtype=torch.float64).scatter_add_(1, picks, torch.ones(resamples, n, dtype=torch.float64))
+    draws = {name: (weights @ won) / (weights @ pairs) for name, (won, pairs) in parts.items()}
+    first = next(iter(draws))
+    draws.update({f"{name} - {first}": d - draws[first] for name, d in list(draws.items()) if name != first})
+    return {name: [float(d.quantile(0.025)), float(d.quantile(0.975))] for name, d in draws.items()}
 
 
 def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
@@ -180,6 +205,7 @@ def measure(belief, reference: str | Path, batch: dict[str, torch.Tensor],
         "auc_within": _within(pc, deal, safe),
         "rules_auc_within": _within(rules, deal, safe),
         "rules_tenpai_auc_within": _within(can_ron, deal, safe),
+        "intervals": within_intervals({"rules": rules, "belief": pc}, deal, safe),
         "by_threat": {name: {"choices": int(rows.sum()), "auc_within": _within(pc[rows], deal[rows], safe[rows]),
                              "rules_auc_within": _within(rules[rows], deal[rows], safe[rows])}
                       for name, rows in threats.items() if rows.any()},  # fmt: skip
@@ -250,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"vs safe {result['mean_p_safe']:.3f}")  # fmt: skip
     print(f"the public defence rules, on the same decisions: within a decision {result['rules_auc_within']:.3f} "
           f"({result['rules_tenpai_auc_within']:.3f} with the oracle's tenpai flags as the threat)")  # fmt: skip
+    ci = result["intervals"]
+    print("95% bootstrap over decisions: belief [{:.3f}, {:.3f}], rules [{:.3f}, {:.3f}], belief - rules "
+          "{:+.3f} [{:+.3f}, {:+.3f}] (paired)".format(*ci["belief"], *ci["rules"],
+                                                       result["auc_within"] - result["rules_auc_within"],
+                                                       *ci["belief - rules"]))  # fmt: skip
     print(f"{'who would ron':14s} {'decisions':>9s} {'belief':>7s} {'rules':>7s}  (AUC within a decision)")
     for name, row in result["by_threat"].items():
         print(f"{name:14s} {row['choices']:9d} {row['auc_within']:7.3f} {row['rules_auc_within']:7.3f}")
