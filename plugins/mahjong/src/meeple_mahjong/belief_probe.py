@@ -150,8 +150,10 @@ def within_intervals(scores: dict[str, torch.Tensor], dealing: torch.Tensor, saf
                      resamples: int = BOOTSTRAP, seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
     """95% bootstrap intervals (decisions resampled with replacement) of each scorer's
     within-decision AUC and of each one's difference to the first scorer, paired: every scorer
-    is read on the same resampled decisions, so the difference's interval is narrower than the
-    two AUCs' intervals suggest. Keys: the scorer's name, and ``"<name> - <first>"``."""
+    is read on the same resampled decisions, so the difference's interval counts how the scorers
+    disagree, not how hard the drawn decisions happen to be. Decisions of one hand share their
+    opponents' waits, so the intervals are somewhat narrower than a resampling of whole hands
+    would give. Keys: the scorer's name, and ``"<name> - <first>"``."""
     parts = {name: _within_parts(s, dealing, safe) for name, s in scores.items()}
     gen = torch.Generator().manual_seed(seed)
     n = len(dealing)
