@@ -6,7 +6,8 @@ bootstrap band and the defence rules on the same decisions (docs/rl_diagnostics.
         --reference P/gates/phase1.pt --out probes/step00001000.json        # one per checkpoint
     python plugins/mahjong/tools/belief_curve.py "6 x 64=probes/step*.json" --batch 512 --out belief.png
 
-Each JSON's step is read from the checkpoint name it probed (``..._stepNNN.pt``); samples =
+Each JSON's step is read from the checkpoint name it probed (``ckpt_phase<N>_step<NNNNNNNN>.pt``,
+:func:`meeple.checkpoint.retention.checkpoint_step`); samples =
 step x ``--batch``. Prints the table it draws.
 """
 
@@ -15,16 +16,12 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import re
 import sys
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-STEP = re.compile(r"step0*(\d+)")
+from meeple.checkpoint.retention import checkpoint_step
 
 
 def points(pattern: str, batch: int) -> list[tuple[int, dict]]:
@@ -32,13 +29,13 @@ def points(pattern: str, batch: int) -> list[tuple[int, dict]]:
     out = []
     for path in sorted(glob.glob(pattern)):
         r = json.loads(Path(path).read_text())
-        m = STEP.search(Path(r["belief"]).name)
-        if m is None:
-            raise SystemExit(f"belief_curve: {path}: its belief {r['belief']} names no step; accepted: ..._stepNNN.pt")
+        step = checkpoint_step(Path(r["belief"]))
+        if step is None:
+            raise SystemExit(f"belief_curve: {path}: its belief {r['belief']} names no step; accepted: a checkpoint ckpt_phase<N>_step<8 digits>.pt")
         if "intervals" not in r:
             raise SystemExit(f"belief_curve: {path} has no bootstrap intervals; accepted: belief_probe --out JSON "
                              "of this version")  # fmt: skip
-        out.append((int(m.group(1)) * batch, r))
+        out.append((step * batch, r))
     if not out:
         raise SystemExit(f"belief_curve: no JSON matches {pattern}")
     return sorted(out, key=lambda p: p[0])
@@ -50,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=512, help="samples per optimiser step")
     p.add_argument("--out", type=Path, required=True, help="the PNG")
     a = p.parse_args(argv)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4), dpi=110, layout="constrained")
+    ax = fig.subplots()
     rules = []
     for spec in a.series:
         label, sep, pattern = spec.partition("=")
@@ -76,9 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_ylabel("AUC within a decision")
     ax.set_title("public deal-in belief against training data")
     ax.legend()
-    fig.tight_layout()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(a.out, dpi=110)
+    fig.savefig(a.out)
     print(f"wrote {a.out}")
     return 0
 
